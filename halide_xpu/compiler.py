@@ -1,0 +1,186 @@
+"""Builds a kernel: run the algorithm, apply an explicit schedule, AOT-compile with Halide, link a ctypes glue."""
+from __future__ import annotations
+
+import functools
+import importlib.util
+import logging
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from . import cache, schedule, stats
+from .meta import DTYPES, ArgSpec, KernelMeta
+from .runtime import KernelLauncher
+from .target import targets
+
+log = logging.getLogger(__name__)
+
+FN_NAME = "hx_kernel"
+STORAGE_SUFFIX = "__storage"  # matches kernel.STORAGE_SUFFIX (kept here so the runtime side needs no torch)
+_memory: dict[str, KernelLauncher] = {}
+_memory_lock = threading.Lock()
+
+
+@functools.lru_cache(maxsize=None)
+def halide_include_dir() -> str:
+    spec = importlib.util.find_spec("halide")
+    assert spec is not None and spec.submodule_search_locations, "halide is not installed"
+    return os.path.join(spec.submodule_search_locations[0], "include")
+
+
+GLUE_PRELUDE = """\
+#include <cstdint>
+#include <cstring>
+#include "HalideRuntime.h"
+#include "kernel.h"
+namespace c10 {
+inline int64_t div_floor_integer(int64_t a, int64_t b) {
+  if ((a < 0) != (b < 0)) { const auto q = a / b; const auto r = a % b; return r ? q - 1 : q; }
+  return a / b;
+}
+}
+static inline void hx_buffer(halide_buffer_t *b, halide_dimension_t *dims, int nd, void *host,
+                             uint8_t code, uint8_t bits, uint64_t flags) {
+  std::memset(b, 0, sizeof(*b));
+  b->host = static_cast<uint8_t *>(host);
+  b->type = halide_type_t(static_cast<halide_type_code_t>(code), bits, 1);
+  b->dimensions = nd;
+  b->dim = nd ? dims : nullptr;
+  b->flags = flags;
+}
+"""
+
+
+def glue_source(meta: KernelMeta) -> str:
+    """C++ entry ``hx_launch(pointers..., scalars...)`` that wraps raw pointers in halide_buffer_t."""
+    params = []
+    for a in meta.call_args:
+        params.append(f"{'int64_t' if a.dtype == 'int64' else 'int32_t'} {a.name}" if a.kind == "scalar" else f"void *{a.name}")
+    body, call = [], []
+    for i, a in enumerate(meta.args):
+        if a.kind == "scalar":
+            call.append(a.name)
+            continue
+        code, bits = meta.type_code_bits(a)
+        size = DTYPES[a.dtype][3]
+        dims = ", ".join(f"{{0, (int32_t)({e}), (int32_t)({s}), 0}}" for e, s in zip(a.shape, a.stride))
+        body.append(f"  halide_dimension_t d{i}[{max(len(a.shape), 1)}] = {{{dims or '{0, 1, 1, 0}'}}};")
+        base = a.alias_of or a.name
+        flags = "halide_buffer_flag_host_dirty" if a.kind == "in" else "0"
+        body.append(f"  halide_buffer_t b{i};")
+        body.append(
+            f"  hx_buffer(&b{i}, d{i}, {len(a.shape)}, static_cast<uint8_t *>({base}) + ({a.offset}) * {size}, "
+            f"{code}, {bits}, {flags});"
+        )
+        call.append(f"&b{i}")
+    lines = [GLUE_PRELUDE, f'extern "C" int hx_launch({", ".join(params)}) {{', *body]
+    lines.append(f"  int err = {FN_NAME}({', '.join(call)});")
+    for i, a in enumerate(meta.args):
+        if a.kind == "out":
+            lines.append(f"  if (!err && b{i}.device) err = halide_copy_to_host(nullptr, &b{i});")
+    for i, a in enumerate(meta.args):
+        if a.is_buffer:
+            lines.append(f"  if (b{i}.device) halide_device_free(nullptr, &b{i});")
+    lines += ["  return err;", "}", ""]
+    return "\n".join(lines)
+
+
+def _autoschedule(pipeline: Any, funcs: dict[str, Any], meta: KernelMeta, target: Any) -> list[str]:
+    import halide as hl
+
+    name = meta.schedule.family.split(":", 1)[1]
+    from torch._inductor.codecache import HalideCodeCache
+
+    hl.load_plugin(HalideCodeCache.find_libautoschedule(name))
+    for a in meta.args:
+        if not a.is_buffer:
+            continue
+        ranges = [hl.Range(0, int(e)) for e in a.shape]
+        target_obj = funcs[a.name].output_buffer() if a.kind == "out" else funcs[a.name]
+        target_obj.set_estimates(ranges)
+    pipeline.apply_autoscheduler(target, hl.AutoschedulerParams(name, dict(meta.schedule.params)))
+    return [f"# autoscheduler {name}"]
+
+
+def build(meta: KernelMeta, source: str, workdir: Path) -> tuple[list[str], str]:
+    """Compile ``source`` for ``meta`` into ``workdir/kernel.so``; returns (schedule lines, variant name)."""
+    import halide as hl
+
+    code = compile(source, f"<halide_xpu kernel in {workdir.name}>", "exec")
+    (workdir / "kernel.py").write_text(source)
+    target = hl.Target(meta.halide_target)
+    caps = targets.device_caps(meta.target)
+    auto = meta.schedule.family.startswith("autoschedule:")
+    candidates = [("autoschedule", None)] if auto else schedule.variants(meta, caps)
+    errors = []
+    for name, variant in candidates:
+        ns: dict[str, Any] = {}
+        exec(code, ns)
+        funcs = ns["algorithm"]()
+        pipeline = hl.Pipeline([funcs[o] for o in meta.outputs])
+        try:
+            lines = _autoschedule(pipeline, funcs, meta, target) if auto else schedule.apply(variant, meta, funcs, caps)
+            arguments = [hl.Argument(funcs.get(a.name + STORAGE_SUFFIX, funcs[a.name])) for a in meta.args if a.kind != "out"]
+            pipeline.compile_to(
+                {hl.OutputFileType.object: str(workdir / "kernel.o"), hl.OutputFileType.c_header: str(workdir / "kernel.h")},
+                arguments,
+                FN_NAME,
+                target,
+            )
+            stats.counters["halide_compiles"] += 1
+            break
+        except hl.HalideError as e:
+            errors.append(f"{name}: {e}")
+            log.debug("schedule %s rejected by Halide: %s", name, e)
+    else:
+        raise RuntimeError("halide_xpu: every schedule failed to compile:\n" + "\n".join(errors))
+    if errors:
+        log.info("halide_xpu: using schedule variant %r after %d rejected", name, len(errors))
+    (workdir / "glue.cpp").write_text(glue_source(meta))
+    (workdir / "schedule.txt").write_text("\n".join(lines) + "\n")
+    subprocess.run(
+        ["c++", "-O2", "-fPIC", "-shared", "-std=c++17", f"-I{halide_include_dir()}", f"-I{workdir}",
+         str(workdir / "glue.cpp"), str(workdir / "kernel.o"), "-o", str(workdir / cache.LIBRARY)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return lines, name
+
+
+def kernel_key(meta: KernelMeta, source: str) -> str:
+    return cache.cache_key(source, repr(meta))
+
+
+def load(meta: KernelMeta, source: str) -> KernelLauncher:
+    """The launcher for a kernel: from memory, else from the disk cache, else compiled now."""
+    key = kernel_key(meta, source)
+    with _memory_lock:
+        if key in _memory:
+            stats.counters["memory_cache_hits"] += 1
+            return _memory[key]
+    found = cache.lookup(key)
+    launcher = None
+    if found is not None:
+        lib, record = found
+        try:
+            launcher = KernelLauncher(lib, meta, record.get("schedule", []), record.get("variant", "?"))
+            stats.counters["disk_cache_hits"] += 1
+        except (OSError, AttributeError) as e:
+            cache.invalidate(key, str(e))
+    if launcher is None:
+        t0 = time.perf_counter()
+        workdir = cache.new_workdir()
+        try:
+            lines, variant = build(meta, source, workdir)
+        except subprocess.CalledProcessError as e:
+            raise RuntimeError(f"halide_xpu: linking kernel failed in {workdir}:\n{e.stderr}") from e
+        lib = cache.publish(key, workdir, {"schedule": lines, "variant": variant, "target": meta.halide_target})
+        launcher = KernelLauncher(lib, meta, lines, variant)
+        log.debug("compiled kernel %s in %.3fs (%s)", key[:12], time.perf_counter() - t0, variant)
+    with _memory_lock:
+        _memory[key] = launcher
+    return launcher

@@ -1,0 +1,139 @@
+"""Knobs of halide-xpu: module attributes, validated on assignment, defaults from ``HALIDE_XPU_*`` env vars."""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import types
+from typing import Any, Callable, Optional
+
+log = logging.getLogger(__name__)
+
+CPU_TARGETS = ("opencl", "host")
+CUDA_TARGETS = ("cuda", "opencl")
+XPU_TARGETS = ("opencl",)
+SCHEDULERS = ("explicit", "Mullapudi2016", "Adams2019", "Li2018", "Anderson2021")
+DEVICE_TYPES = ("cpu", "gpu", "accelerator")
+
+
+def _choice(name: str, choices: tuple[str, ...]) -> Callable[[Any], str]:
+    def check(value: Any) -> str:
+        if value not in choices:
+            raise ValueError(f"halide_xpu.config.{name}={value!r} is not valid; choose one of {list(choices)}")
+        return value
+
+    return check
+
+
+def _optional_choice(name: str, choices: tuple[str, ...]) -> Callable[[Any], Optional[str]]:
+    inner = _choice(name, choices)
+    return lambda value: None if value in (None, "") else inner(value)
+
+
+def _optional_str(value: Any) -> Optional[str]:
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"expected a string or None, got {value!r}")
+    return value or None
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, str):
+        if value.lower() in ("1", "true", "yes", "on"):
+            return True
+        if value.lower() in ("0", "false", "no", "off", ""):
+            return False
+        raise ValueError(f"expected a boolean, got {value!r}")
+    return bool(value)
+
+
+def _path(value: Any) -> str:
+    if not isinstance(value, (str, os.PathLike)):
+        raise ValueError(f"expected a path, got {value!r}")
+    return os.fspath(value)
+
+
+# name -> (validator, default); a default of None for cpu_target means "resolve from the machine".
+_KNOBS: dict[str, tuple[Callable[[Any], Any], Any]] = {
+    "cpu_target": (_optional_choice("cpu_target", CPU_TARGETS), None),
+    "cuda_target": (_choice("cuda_target", CUDA_TARGETS), "cuda"),
+    "xpu_target": (_choice("xpu_target", XPU_TARGETS), "opencl"),
+    "opencl_platform": (_optional_str, None),
+    "opencl_device_type": (_optional_choice("opencl_device_type", DEVICE_TYPES), None),
+    "scheduler": (_choice("scheduler", SCHEDULERS), "explicit"),
+    "fallback": (_bool, True),
+    "asserts": (_bool, True),
+    "cache_dir": (_path, os.path.join(os.path.expanduser("~"), ".cache", "halide_xpu")),
+}
+
+
+class _ConfigModule(types.ModuleType):
+    """Module type whose attribute assignments are validated."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _KNOBS:
+            value = _KNOBS[name][0](value)
+            if name in ("opencl_platform", "opencl_device_type"):
+                from .target import opencl_devices
+
+                opencl_devices.select_device.cache_clear()
+        super().__setattr__(name, value)
+
+    @property
+    def resolved_cpu_target(self) -> str:
+        """``cpu_target`` with ``None`` resolved: opencl when an OpenCL device exists, else host (warned once)."""
+        if self.cpu_target is not None:
+            return self.cpu_target
+        from .target import opencl_devices
+
+        if opencl_devices.select_device() is not None:
+            return "opencl"
+        _warn_no_opencl_once()
+        return "host"
+
+    def knobs(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in _KNOBS}
+
+
+_warned: list[bool] = []
+
+
+def _warn_no_opencl_once() -> None:
+    if not _warned:
+        _warned.append(True)
+        log.warning(
+            "halide_xpu: no OpenCL device found; cpu_target falls back to 'host'. "
+            "Install Intel's OpenCL CPU runtime (pip install intel-opencl-rt) or PoCL (apt-get install pocl-opencl-icd)."
+        )
+
+
+def reset_warnings() -> None:
+    _warned.clear()
+
+
+def _load_defaults(module: types.ModuleType) -> None:
+    for name, (check, default) in _KNOBS.items():
+        env = os.environ.get(f"HALIDE_XPU_{name.upper()}")
+        if env is not None:
+            try:
+                value = check(env)
+            except ValueError as e:
+                raise ValueError(f"environment variable HALIDE_XPU_{name.upper()}: {e}") from None
+        else:
+            value = default
+        types.ModuleType.__setattr__(module, name, value)
+
+
+_self = sys.modules[__name__]
+_self.__class__ = _ConfigModule
+_load_defaults(_self)
+
+# Declared for type checkers; real values are set by _load_defaults above.
+cpu_target: Optional[str]
+cuda_target: str
+xpu_target: str
+opencl_platform: Optional[str]
+opencl_device_type: Optional[str]
+scheduler: str
+fallback: bool
+asserts: bool
+cache_dir: str

@@ -1,0 +1,34 @@
+"""Halide helpers imported by generated kernels: bfloat16 as raw bits for device backends that misprint it."""
+from __future__ import annotations
+
+import halide as hl
+
+# Halide's OpenCL C printer emits bfloat16 as ``half`` (wrong numbers), so device kernels keep bf16 tensors as
+# uint16 bits and convert explicitly, rounding to nearest even like torch.
+
+
+def bf16_to_f32(bits: hl.Expr) -> hl.Expr:
+    return hl.reinterpret(hl.Float(32), hl.cast(hl.UInt(32), bits) << 16)
+
+
+def bf16_bits(value: hl.Expr) -> hl.Expr:
+    """Float value → bfloat16 bit pattern (round to nearest even, quiet NaN kept)."""
+    u = hl.reinterpret(hl.UInt(32), hl.cast(hl.Float(32), value))
+    rounded = (u + (((u >> 16) & 1) + 0x7FFF)) >> 16
+    return hl.cast(hl.UInt(16), hl.select(hl.is_nan(hl.cast(hl.Float(32), value)), 0x7FC0, rounded))
+
+
+def bf16_round(value: hl.Expr) -> hl.Expr:
+    """Round a float to bfloat16 precision, kept as Float(32)."""
+    return bf16_to_f32(bf16_bits(value))
+
+
+def bf16_input(param: hl.ImageParam) -> hl.Func:
+    """A Float(32) view of a uint16 ImageParam holding bfloat16 bits."""
+    f = hl.Func(f"{param.name()}_f32")
+    vs = [hl.Var(f"d{i}") for i in range(param.dimensions())]
+    if vs:
+        f[vs] = bf16_to_f32(param[vs])
+    else:
+        f[()] = bf16_to_f32(param[()])
+    return f

@@ -1,0 +1,194 @@
+"""Inductor kernel → Halide algorithm source (no schedule inside) plus a ``KernelMeta`` for compiling and calling."""
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any, Optional
+
+import torch
+from torch._inductor.codegen.common import DeferredLine, SizeArg
+from torch._inductor.codegen.halide import HalideCSEVariable, HalideKernel, Unsupported, halide_type
+from torch._inductor.utils import IndentedBuffer
+from torch._inductor.virtualized import V
+
+from . import config, stats
+from .meta import ArgSpec, KernelMeta, LoopVar
+from .overrides import HalideXpuOverrides
+from .schedule import default_spec
+from .target import targets
+
+log = logging.getLogger(__name__)
+
+
+STORAGE_SUFFIX = "__storage"  # generated name of an ImageParam wrapped by a converting Func
+_BF16_STORE = re.compile(r"^(\s*out_ptr\d+\[[^=]*\] = )hl\.cast\(hl\.BFloat\(16\), ")
+
+
+def _bf16_as_bits(line: str) -> str:
+    """Rewrite bfloat16 casts for device targets: stores produce bits, other casts round in fp32."""
+    line = _BF16_STORE.sub(r"\1hx.bf16_bits(", line)
+    return line.replace("hl.cast(hl.BFloat(16), ", "hx.bf16_round(")
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+class HalideXpuKernel(HalideKernel):
+    """Upstream ``HalideKernel`` translation; our own source format, metadata, schedule spec and call."""
+
+    overrides = HalideXpuOverrides  # type: ignore[assignment]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.reduction_funcs: list[str] = []
+
+    def reduction(self, dtype, src_dtype, reduction_type, value):  # type: ignore[override]
+        result = super().reduction(dtype, src_dtype, reduction_type, value)
+        for var in result if isinstance(result, tuple) else (result,):
+            if isinstance(var, HalideCSEVariable) and var.name not in self.reduction_funcs:
+                self.reduction_funcs.append(var.name)
+        return result
+
+    def apply_offset_to_dimension(self, dims, offset):  # type: ignore[override]
+        """Upstream folds a constant offset into a dim's index; grow that dim's extent so bounds checks hold."""
+        before = [d.expr for d in dims]
+        super().apply_offset_to_dimension(dims, offset)
+        for dim, old in zip(dims, before):
+            if dim.expr != old:
+                dim.size = dim.size + (dim.expr - old)
+
+    def scan(self, *args: Any, **kwargs: Any):  # type: ignore[override]
+        raise Unsupported("scan")
+
+    # ---------------------------------------------------------------- metadata
+    def target_name(self) -> str:
+        device = V.graph.get_current_device_or_throw()
+        if device.type == "cpu":
+            return config.resolved_cpu_target
+        if device.type == "xpu":
+            return config.xpu_target
+        if device.type == "cuda":
+            return config.cuda_target
+        raise Unsupported(f"device {device.type}")
+
+    def _expr(self, expr: Any) -> str:
+        from torch._inductor.codegen.cpp_utils import cexpr
+
+        expr = self.rename_indexing(expr)
+        if getattr(expr, "is_Integer", False) or isinstance(expr, int):
+            return str(int(expr))
+        return cexpr(expr)
+
+    def xpu_meta(self) -> KernelMeta:
+        args = []
+        for _, arg in self.halide_argdefs():
+            if isinstance(arg, SizeArg):
+                args.append(ArgSpec(arg.name, "scalar", "int64" if "64" in self.index_dtype else "int32"))
+                continue
+            dims = self.buffer_dimensions[arg.name]
+            args.append(
+                ArgSpec(
+                    arg.name,
+                    "out" if "out_ptr" in arg.name else "in",
+                    _dtype_name(arg.dtype),
+                    shape=tuple(self._expr(d.size) for d in dims),
+                    stride=tuple(self._expr(d.stride) for d in dims),
+                    offset=self._expr(self.buffer_offsets[arg.name]),
+                    alias_of=arg.alias_of,
+                )
+            )
+        reduction_vars = set(map(str, self.reduction_renames))
+        loop_vars = tuple(
+            LoopVar(str(sym), self._expr(size), str(sym) in reduction_vars) for sym, size in self.halide_vars.items()
+        )
+        outputs = tuple(a.name for a in args if a.kind == "out")
+        target = self.target_name()
+        device = V.graph.get_current_device_or_throw()
+        caps = targets.device_caps(target)
+        return KernelMeta(
+            args=tuple(args),
+            target=target,
+            halide_target=targets.halide_target(target, device),
+            loop_vars=loop_vars,
+            outputs=outputs,
+            reductions=tuple(self.reduction_funcs),
+            schedule=default_spec(loop_vars, bool(self.reduction_funcs), caps),
+            device_index=max(device.index or 0, 0),
+        )
+
+    # ---------------------------------------------------------------- source
+    def codegen_kernel(self, name: Optional[str] = None) -> str:
+        """The kernel as a Python module defining ``algorithm()``, which returns its Funcs and Params."""
+        if self.args.inplace_buffers:
+            raise Unsupported("inplace_buffers")
+        argdefs = self.halide_argdefs()
+        bf16_bits = self.xpu_meta().bf16_as_bits  # device backends: bf16 tensors travel as uint16 bits
+        code = IndentedBuffer()
+        code.splice(
+            """
+            import halide as hl
+            from math import inf, nan
+            from torch._inductor.runtime import halide_helpers
+            from halide_xpu import halide_helpers as hx
+
+            def algorithm():
+            """,
+            strip=True,
+        )
+        with code.indent():
+            for _, arg in argdefs:
+                if isinstance(arg, SizeArg):
+                    code.writeline(f"{arg.name} = hl.Param({self.index_dtype}, {arg.name!r})")
+                    continue
+                ndim = len(self.buffer_dimensions[arg.name])
+                htype = halide_type(arg.dtype)
+                if bf16_bits and arg.dtype == torch.bfloat16:
+                    htype = "hl.UInt(16)"
+                if "out_ptr" in arg.name:
+                    code.writeline(f"{arg.name} = hl.Func({htype}, {ndim}, {arg.name!r})")
+                elif htype != halide_type(arg.dtype):
+                    code.writeline(f"{arg.name}{STORAGE_SUFFIX} = hl.ImageParam({htype}, {ndim}, {arg.name!r})")
+                    code.writeline(f"{arg.name} = hx.bf16_input({arg.name}{STORAGE_SUFFIX})")
+                else:
+                    code.writeline(f"{arg.name} = hl.ImageParam({htype}, {ndim}, {arg.name!r})")
+            for old, new in self.args.aliases():
+                code.writeline(f"{old} = {new}")
+            code.splice(self.indexing_code)
+
+            def fill_dims(m: re.Match) -> str:
+                var = self.cse.varname_map[m.group(1)]
+                assert isinstance(var, HalideCSEVariable) and var.used_dims is not None, var
+                return str(var)
+
+            for line in self.body._lines:
+                if isinstance(line, str):
+                    line = HalideCSEVariable.undefined_re.sub(fill_dims, line)
+                    if bf16_bits:
+                        line = _bf16_as_bits(line)
+                elif bf16_bits and isinstance(line, DeferredLine):
+                    line = line._new_line(_bf16_as_bits(line.line))
+                code.writeline(line)
+            code.writeline("# buffer layouts (min, extent, stride per dimension, innermost first)")
+            for _, arg in argdefs:
+                if isinstance(arg, SizeArg):
+                    continue
+                buf = f"{arg.name}.output_buffer()" if "out_ptr" in arg.name else arg.name
+                if bf16_bits and arg.dtype == torch.bfloat16 and "out_ptr" not in arg.name:
+                    buf += STORAGE_SUFFIX
+                for i, dim in enumerate(self.buffer_dimensions[arg.name]):
+                    size = self.kexpr(self.rename_indexing(dim.size))
+                    stride = self.kexpr(self.rename_indexing(dim.stride))
+                    code.writeline(f"{buf}.dim({i}).set_bounds(0, {size}).set_stride({stride})")
+            code.writeline("return locals()")
+        return code.getvalue()
+
+    # ---------------------------------------------------------------- call
+    def call_kernel(self, name: str, node: Any = None, deallocate_ws: bool = True) -> None:
+        wrapper = V.graph.wrapper_code
+        call_args = [f"{n}" for n, arg in self.halide_argdefs() if arg.alias_of is None]
+        device = V.graph.get_current_device_or_throw()
+        if device.type != "cpu":
+            call_args.append(wrapper.write_get_raw_stream(device.index, V.graph.name))
+        wrapper.generate_kernel_call(name, call_args, device=device, triton=False)
+        stats.record_kernel(name)

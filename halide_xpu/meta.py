@@ -1,0 +1,103 @@
+"""Frozen records describing a compiled kernel: usable by the runtime without importing torch."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+# torch dtype name -> (halide type code, bits, C element type, element size in bytes)
+# halide_type_code_t: 0 int, 1 uint, 2 float, 3 handle, 4 bfloat
+DTYPES: dict[str, tuple[int, int, str, int]] = {
+    "bool": (1, 1, "uint8_t", 1),
+    "uint8": (1, 8, "uint8_t", 1),
+    "int8": (0, 8, "int8_t", 1),
+    "int16": (0, 16, "int16_t", 2),
+    "uint16": (1, 16, "uint16_t", 2),
+    "int32": (0, 32, "int32_t", 4),
+    "uint32": (1, 32, "uint32_t", 4),
+    "int64": (0, 64, "int64_t", 8),
+    "uint64": (1, 64, "uint64_t", 8),
+    "float16": (2, 16, "uint16_t", 2),
+    "bfloat16": (4, 16, "uint16_t", 2),
+    "float32": (2, 32, "float", 4),
+    "float64": (2, 64, "double", 8),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class ArgSpec:
+    """One kernel argument: a tensor (``in``/``out``) or an index scalar (``scalar``)."""
+
+    name: str
+    kind: str  # "in" | "out" | "scalar"
+    dtype: str  # key of DTYPES for tensors, "int32"/"int64" for scalars
+    shape: tuple[str, ...] = ()  # C expressions over scalar args, innermost first
+    stride: tuple[str, ...] = ()
+    offset: str = "0"
+    alias_of: Optional[str] = None
+
+    @property
+    def is_buffer(self) -> bool:
+        return self.kind != "scalar"
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopVar:
+    """A Halide Var of the kernel's iteration space with its extent (a C/Halide expression)."""
+
+    name: str
+    extent: str
+    reduction: bool = False
+
+    @property
+    def static_extent(self) -> Optional[int]:
+        try:
+            return int(self.extent)
+        except ValueError:
+            return None
+
+
+@dataclasses.dataclass(frozen=True)
+class ScheduleSpec:
+    """Which schedule family applies and its tunable parameters (named, hashable)."""
+
+    family: str  # "pointwise" | "reduction" | "autoschedule:<name>"
+    params: tuple[tuple[str, int], ...] = ()
+
+    def get(self, name: str, default: int) -> int:
+        return dict(self.params).get(name, default)
+
+    def with_params(self, **kw: int) -> "ScheduleSpec":
+        merged = dict(self.params)
+        merged.update(kw)
+        return ScheduleSpec(self.family, tuple(sorted(merged.items())))
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelMeta:
+    """Everything needed to compile and call one generated Halide pipeline."""
+
+    args: tuple[ArgSpec, ...]
+    target: str  # halide_xpu target name: "host" | "opencl" | "cuda" | "sycl"
+    halide_target: str  # full Halide target string
+    loop_vars: tuple[LoopVar, ...] = ()
+    outputs: tuple[str, ...] = ()  # Func names of the pipeline outputs, in Halide argument order
+    reductions: tuple[str, ...] = ()  # Func names holding reduction results
+    schedule: ScheduleSpec = ScheduleSpec("pointwise")
+    device_index: int = 0
+
+    @property
+    def bf16_as_bits(self) -> bool:
+        """Device targets keep bfloat16 tensors as uint16 bits (Halide's OpenCL printer mistakes bf16 for half)."""
+        return self.target != "host"
+
+    def type_code_bits(self, arg: ArgSpec) -> tuple[int, int]:
+        """(halide_type_code_t, bits) of the halide_buffer_t passed for ``arg``."""
+        if arg.dtype == "bfloat16" and self.bf16_as_bits:
+            return 1, 16
+        code, bits, _, _ = DTYPES[arg.dtype]
+        return code, bits
+
+    @property
+    def call_args(self) -> tuple[ArgSpec, ...]:
+        """Arguments the Python caller passes (aliases share their base pointer)."""
+        return tuple(a for a in self.args if a.alias_of is None)

@@ -1,0 +1,111 @@
+"""Loads the shared Halide runtime (one per process) and calls compiled kernel libraries through ctypes."""
+from __future__ import annotations
+
+import atexit
+import ctypes
+import logging
+import os
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any, Optional
+
+from . import cache
+from .meta import KernelMeta
+from .target import opencl_devices, targets
+
+log = logging.getLogger(__name__)
+
+_ERROR_HANDLER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p)
+_lock = threading.Lock()
+_runtime: Optional[ctypes.CDLL] = None
+_errors = threading.local()
+_used_device_apis: set[str] = set()
+
+
+class HalideKernelError(RuntimeError):
+    """A compiled Halide pipeline returned an error code."""
+
+
+def _on_error(_ctx: Any, msg: bytes) -> None:
+    text = msg.decode(errors="replace").strip()
+    _errors.last = text
+    log.error("Halide runtime: %s", text)
+
+
+_error_callback = _ERROR_HANDLER(_on_error)
+
+
+def _build_runtime(target: str) -> Path:
+    import halide as hl
+
+    d = cache.cache_root() / f"runtime-{target}-{cache.FORMAT_VERSION}"
+    lib = d / "libhalide_xpu_runtime.so"
+    if lib.exists():
+        return lib
+    work = cache.new_workdir()
+    obj = work / "runtime.o"
+    hl.compile_standalone_runtime(str(obj), hl.Target(target))
+    subprocess.check_call(["c++", "-shared", "-fPIC", str(obj), "-o", str(work / lib.name), "-ldl", "-lpthread"])
+    try:
+        os.rename(work, d)
+    except OSError:  # built concurrently by another process
+        pass
+    return lib
+
+
+def halide_runtime() -> ctypes.CDLL:
+    """The process-wide Halide runtime, loaded RTLD_GLOBAL so every kernel library binds to it."""
+    global _runtime
+    with _lock:
+        if _runtime is None:
+            target = targets.runtime_target()
+            if "opencl" in target:
+                opencl_devices.load_opencl()
+                opencl_devices.select_device()  # exports HL_OCL_* for the runtime's device choice
+            lib = ctypes.CDLL(str(_build_runtime(target)), mode=ctypes.RTLD_GLOBAL)
+            lib.halide_set_error_handler(_error_callback)
+            lib.halide_reuse_device_allocations(None, ctypes.c_bool(True))
+            atexit.register(_release_devices, lib)
+            _runtime = lib
+            log.debug("loaded Halide runtime for %s", target)
+        return _runtime
+
+
+def _release_devices(lib: ctypes.CDLL) -> None:
+    """Release device contexts while the drivers are still alive (Halide's own exit hook runs too late)."""
+    for api in sorted(_used_device_apis):
+        getter = getattr(lib, f"halide_{api}_device_interface")
+        getter.restype = ctypes.c_void_p
+        lib.halide_device_release(None, ctypes.c_void_p(getter()))
+
+
+class KernelLauncher:
+    """Callable for one compiled kernel: takes tensors (anything with ``data_ptr()``) and ints in meta order."""
+
+    def __init__(self, library: Path, meta: KernelMeta, schedule: list[str], variant: str) -> None:
+        halide_runtime()
+        if meta.target == "opencl":
+            _used_device_apis.add("opencl")
+        self.meta = meta
+        self.library = library
+        self.schedule = schedule
+        self.variant = variant
+        self._lib = ctypes.CDLL(str(library))
+        fn = self._lib.hx_launch
+        fn.restype = ctypes.c_int
+        fn.argtypes = [
+            (ctypes.c_int64 if a.dtype == "int64" else ctypes.c_int32) if a.kind == "scalar" else ctypes.c_void_p
+            for a in meta.call_args
+        ]
+        self._fn = fn
+        self._is_buffer = [a.is_buffer for a in meta.call_args]
+
+    def __call__(self, *args: Any) -> None:
+        if len(args) < len(self._is_buffer):
+            raise TypeError(f"kernel expects {len(self._is_buffer)} arguments, got {len(args)}")
+        ptrs = [a.data_ptr() if buf else a for a, buf in zip(args, self._is_buffer)]
+        err = self._fn(*ptrs)
+        if err:
+            msg = getattr(_errors, "last", "")
+            raise HalideKernelError(f"Halide kernel {self.library.parent.name[:12]} failed (error {err}): {msg}")

@@ -1,0 +1,99 @@
+"""Shared schedule helpers: a recorder that applies and logs directives, extents, var lookup."""
+from __future__ import annotations
+
+import math
+from typing import Any, Optional
+
+import halide as hl
+
+from ..meta import KernelMeta
+from ..target.targets import DeviceCaps
+
+GUARD = hl.TailStrategy.GuardWithIf
+SHIFT = hl.TailStrategy.ShiftInwards
+
+
+def _fmt(x: Any) -> str:
+    if isinstance(x, (hl.Var, hl.RVar)):
+        return x.name()
+    if isinstance(x, hl.TailStrategy):
+        return f"hl.TailStrategy.{x.name}"
+    if isinstance(x, hl.Func):
+        return x.name()
+    if isinstance(x, (list, tuple)):
+        return "[" + ", ".join(_fmt(v) for v in x) + "]"
+    return repr(x)
+
+
+class Recorder:
+    """Applies schedule directives and keeps them as readable Python lines."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def __call__(self, stage: Any, label: str, method: str, *args: Any) -> Any:
+        result = getattr(stage, method)(*args)
+        self.lines.append(f"{label}.{method}({', '.join(_fmt(a) for a in args)})")
+        return result
+
+    def note(self, text: str) -> None:
+        self.lines.append(f"# {text}")
+
+
+class Plan:
+    """The Funcs of one built algorithm plus what the kernel metadata says about them."""
+
+    def __init__(self, meta: KernelMeta, funcs: dict[str, Any], caps: DeviceCaps) -> None:
+        self.meta = meta
+        self.funcs = funcs
+        self.caps = caps
+        self.extents = {v.name: v.static_extent for v in meta.loop_vars}
+        self.reduction_var_names = {v.name for v in meta.loop_vars if v.reduction}
+        self.out_specs = {a.name: a for a in meta.args if a.kind == "out"}
+
+    def outputs(self) -> list[hl.Func]:
+        return [self.funcs[n] for n in self.meta.outputs]
+
+    def reductions(self) -> list[hl.Func]:
+        return [self.funcs[n] for n in self.meta.reductions if isinstance(self.funcs.get(n), hl.Func)]
+
+    def output_extents(self, name: str) -> list[Optional[int]]:
+        """Static extent of each output dimension (innermost first), None when symbolic."""
+        out = []
+        for e in self.out_specs[name].shape:
+            try:
+                out.append(int(e))
+            except ValueError:
+                out.append(None)
+        return out
+
+    def var_extent(self, func: hl.Func, var: hl.Var) -> Optional[int]:
+        if var.name() in self.extents:
+            return self.extents[var.name()]
+        if func.name() in self.out_specs:
+            names = [v.name() for v in func.args()]
+            return self.output_extents(func.name())[names.index(var.name())]
+        return None
+
+    def is_reduction_var(self, var: hl.Var) -> bool:
+        return var.name() in self.reduction_var_names
+
+
+def total(extents: list[Optional[int]]) -> Optional[int]:
+    if any(e is None for e in extents):
+        return None
+    return math.prod(e for e in extents if e is not None)
+
+
+def pow2_floor(n: int) -> int:
+    return 1 << (max(n, 1).bit_length() - 1)
+
+
+def fuse_all(rec: Recorder, func: hl.Func, vars_: list[hl.Var], label: str) -> hl.Var:
+    """Fuse ``vars_`` (innermost first) into one Var."""
+    fused = vars_[0]
+    for i, v in enumerate(vars_[1:]):
+        new = hl.Var(f"{label}_f{i}")
+        rec(func, label, "fuse", fused, v, new)
+        fused = new
+    return fused

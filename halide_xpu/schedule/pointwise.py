@@ -1,0 +1,69 @@
+"""Pointwise schedule: fuse an output's dims, vectorize, then parallel chunks (host) or work-groups (GPU)."""
+from __future__ import annotations
+
+from typing import Optional
+
+import halide as hl
+
+from ..meta import ScheduleSpec
+from .common import GUARD, SHIFT, Plan, Recorder, fuse_all, pow2_floor, total
+
+
+def default_params(gpu: bool, vector_width: int) -> dict[str, int]:
+    """Tunables: ``vector`` lanes, ``wg`` work-group size (GPU), ``tasks_per_core`` (host parallel split)."""
+    if gpu:
+        return {"vector": 4, "wg": 256}
+    return {"vector": vector_width, "tasks_per_core": 4, "min_chunk": 4096}
+
+
+def schedule_output(rec: Recorder, plan: Plan, out: hl.Func, spec: ScheduleSpec) -> Optional[hl.Var]:
+    """Schedule one pure output Func as a flat pointwise loop; returns its outermost Var (or None)."""
+    label = out.name()
+    if out.has_update_definition():
+        rec.note(f"{label} has update definitions (indirect store): left to Halide's defaults")
+        return None
+    args = list(out.args())
+    if not args:
+        return None
+    n = total([plan.var_extent(out, v) for v in args])
+    fused = fuse_all(rec, out, args, label) if len(args) > 1 else args[0]
+    if plan.caps.gpu:
+        return _gpu(rec, out, label, fused, n, spec)
+    return _host(rec, out, label, fused, n, spec, plan.caps.parallelism)
+
+
+def _host(rec: Recorder, out: hl.Func, label: str, x: hl.Var, n: Optional[int], spec: ScheduleSpec, cores: int) -> hl.Var:
+    vec = spec.get("vector", 8)
+    xo, xi = hl.Var(f"{label}_par"), hl.Var(f"{label}_vec")
+    if n is None:
+        rec(out, label, "split", x, xo, xi, spec.get("min_chunk", 4096), GUARD)
+        rec(out, label, "parallel", xo)
+        rec(out, label, "vectorize", xi, vec, GUARD)
+        return xo
+    if n < vec:
+        return x
+    per_task = -(-n // (cores * spec.get("tasks_per_core", 4)))
+    chunk = max(spec.get("min_chunk", 4096), -(-per_task // vec) * vec)
+    if n >= 2 * chunk:
+        rec(out, label, "split", x, xo, xi, chunk, SHIFT)
+        rec(out, label, "parallel", xo)
+        rec(out, label, "vectorize", xi, vec, SHIFT)
+        return xo
+    rec(out, label, "vectorize", x, vec, SHIFT)
+    return x
+
+
+def _gpu(rec: Recorder, out: hl.Func, label: str, x: hl.Var, n: Optional[int], spec: ScheduleSpec) -> hl.Var:
+    vec, wg = spec.get("vector", 4), spec.get("wg", 256)
+    if n is not None and (n % vec or n < vec * wg):
+        vec = 1
+    if vec > 1:
+        xv, lanes = hl.Var(f"{label}_v"), hl.Var(f"{label}_lanes")
+        rec(out, label, "split", x, xv, lanes, vec, GUARD)
+        rec(out, label, "vectorize", lanes)
+        x = xv
+    if n is not None:
+        wg = max(1, min(wg, pow2_floor(n // vec)))
+    bx, tx = hl.Var(f"{label}_wg"), hl.Var(f"{label}_wi")
+    rec(out, label, "gpu_tile", x, bx, tx, wg, GUARD)
+    return bx

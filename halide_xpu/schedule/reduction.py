@@ -1,0 +1,233 @@
+"""Reduction schedules: rows fused per task / work-group with in-row rfactor, or staged (compute_root) forms."""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import halide as hl
+
+from ..meta import ScheduleSpec
+from . import pointwise
+from .common import GUARD, SHIFT, Plan, Recorder, fuse_all, pow2_floor, total
+
+
+def default_params(gpu: bool, vector_width: int) -> dict[str, int]:
+    """Tunables: ``vector`` lanes, ``wg`` work-group size (GPU), ``tasks_per_core`` (host), ``split`` (full reductions)."""
+    if gpu:
+        return {"vector": 4, "wg": 128, "split": 64}
+    return {"vector": vector_width, "tasks_per_core": 4, "split": 0, "min_chunk": 4096}
+
+
+def _primary(plan: Plan) -> hl.Func:
+    outs = plan.outputs()
+    return max(outs, key=lambda f: (len(f.args()), -outs.index(f)))
+
+
+def _reduction_extent(plan: Plan, f: hl.Func) -> Optional[int]:
+    names = [v.name for v in plan.meta.loop_vars if v.reduction]
+    exts = [plan.extents[n] for n in names]
+    return exts[0] if exts else None
+
+
+def _inner_reduction(plan: Plan) -> bool:
+    """Inductor numbers Halide vars innermost first: a reduction var first means a contiguous (inner) reduction."""
+    return bool(plan.meta.loop_vars) and plan.meta.loop_vars[0].reduction
+
+
+def _host_vectorize_reduction(rec: Recorder, plan: Plan, f: hl.Func, at: tuple[hl.Func, hl.Var], vec: int) -> None:
+    """Inner reduction: rfactor ``vec`` partial accumulators and vectorize across them."""
+    label = f"{f.name()}.update()"
+    rvars = f.rvars(0)
+    ext = _reduction_extent(plan, f)
+    if not rvars or ext is None or ext < 2 * vec:
+        return
+    ro, ri = hl.RVar(f"{f.name()}_ro"), hl.RVar(f"{f.name()}_ri")
+    u = hl.Var(f"{f.name()}_lane")
+    rec(f.update(), label, "split", rvars[0], ro, ri, vec, GUARD)
+    intm = rec(f.update(), label, "rfactor", ri, u)
+    il = f"{f.name()}_partial"
+    rec(intm, il, "compute_at", at[0], at[1])
+    rec(intm, il, "vectorize", u)
+    rec(intm.update(), f"{il}.update()", "reorder", u, ro)
+    rec(intm.update(), f"{il}.update()", "vectorize", u)
+
+
+def _host_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
+    o = _primary(plan)
+    label, vec = o.name(), spec.get("vector", 8)
+    args = list(o.args())
+    in_row = [v for v in args if plan.is_reduction_var(v)]
+    rows = [v for v in args if not plan.is_reduction_var(v)]
+    inner = _inner_reduction(plan)
+    at: Optional[hl.Var] = None
+    if rows:
+        nrows = total([plan.var_extent(o, v) for v in rows])
+        row = fuse_all(rec, o, rows, f"{label}_row") if len(rows) > 1 else rows[0]
+        if not inner and not in_row and nrows is not None and nrows >= vec:
+            # outer reduction: the kept dim is contiguous, so vectorize across it
+            rv, lanes = hl.Var(f"{label}_rv"), hl.Var(f"{label}_lanes")
+            rec(o, label, "split", row, rv, lanes, vec, SHIFT)
+            rec(o, label, "vectorize", lanes)
+            row, nrows = rv, nrows // vec
+        cores = plan.caps.parallelism * spec.get("tasks_per_core", 4)
+        per_task = 1 if nrows is None else -(-nrows // cores)
+        if per_task > 1:
+            rp, rr = hl.Var(f"{label}_task"), hl.Var(f"{label}_r")
+            rec(o, label, "split", row, rp, rr, per_task, GUARD)
+            rec(o, label, "parallel", rp)
+            at = rr
+        else:
+            rec(o, label, "parallel", row)
+            at = row
+    if in_row:
+        ext = plan.var_extent(o, in_row[0])
+        if ext is not None and ext >= vec:
+            rec(o, label, "vectorize", in_row[0], vec, SHIFT)
+    for f in plan.reductions():
+        if at is None:
+            rec(f, f.name(), "compute_root")
+            _host_full_reduction(rec, plan, f, spec)
+            continue
+        rec(f, f.name(), "compute_at", o, at)
+        if not f.has_update_definition():
+            continue
+        if inner:
+            _host_vectorize_reduction(rec, plan, f, (o, at), vec)
+        elif f.args():
+            x = f.args()[0]
+            rec(f, f.name(), "vectorize", x, vec, GUARD)
+            rec(f.update(), f"{f.name()}.update()", "reorder", x, *f.rvars(0))
+            rec(f.update(), f"{f.name()}.update()", "vectorize", x, vec, GUARD)
+    for other in plan.outputs():
+        if other is not o:
+            pointwise.schedule_output(rec, plan, other, spec)
+
+
+def _host_full_reduction(rec: Recorder, plan: Plan, f: hl.Func, spec: ScheduleSpec) -> None:
+    """Reduction to a scalar: rfactor across parallel tasks, each vectorized."""
+    rvars = f.rvars(0) if f.has_update_definition() else []
+    ext = _reduction_extent(plan, f)
+    vec = spec.get("vector", 8)
+    if not rvars or ext is None or ext < 4 * vec * plan.caps.parallelism:
+        return
+    label = f"{f.name()}.update()"
+    chunk = spec.get("split", 0) or -(-ext // (plan.caps.parallelism * 4))
+    chunk = max(vec, -(-chunk // vec) * vec)
+    ro, rm = hl.RVar(f"{f.name()}_rtask"), hl.RVar(f"{f.name()}_rm")
+    rmo, ri = hl.RVar(f"{f.name()}_rmo"), hl.RVar(f"{f.name()}_ri")
+    task, lane = hl.Var(f"{f.name()}_task"), hl.Var(f"{f.name()}_lane")
+    rec(f.update(), label, "split", rvars[0], ro, rm, chunk, GUARD)
+    rec(f.update(), label, "split", rm, rmo, ri, vec, GUARD)
+    intm = rec(f.update(), label, "rfactor", [(ro, task), (ri, lane)])
+    il = f"{f.name()}_partial"
+    rec(intm, il, "compute_root")
+    rec(intm, il, "vectorize", lane)
+    rec(intm.update(), f"{il}.update()", "reorder", lane, rmo, task)
+    rec(intm.update(), f"{il}.update()", "parallel", task)
+    rec(intm.update(), f"{il}.update()", "vectorize", lane)
+
+
+def _gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
+    """One work-group per row (group): threads stride over the row, rfactor'd partials in local memory."""
+    o = _primary(plan)
+    label = o.name()
+    args = list(o.args())
+    in_row = [v for v in args if plan.is_reduction_var(v)]
+    rows = [v for v in args if not plan.is_reduction_var(v)]
+    ext = _reduction_extent(plan, o)
+    wg = spec.get("wg", 128)
+    if ext is not None:
+        wg = max(1, min(wg, pow2_floor(ext)))
+    if not rows:
+        _gpu_full(rec, plan, o, spec)
+        return
+    row = fuse_all(rec, o, rows, f"{label}_row") if len(rows) > 1 else rows[0]
+    if in_row:
+        x = fuse_all(rec, o, in_row, f"{label}_col") if len(in_row) > 1 else in_row[0]
+        xo, xi = hl.Var(f"{label}_step"), hl.Var(f"{label}_wi")
+        rec(o, label, "split", x, xo, xi, wg, GUARD)
+        rec(o, label, "reorder", xo, xi, row)
+        rec(o, label, "gpu_blocks", row)
+        rec(o, label, "gpu_threads", xi)
+    else:
+        rec(o, label, "gpu_blocks", row)
+    for f in plan.reductions():
+        rec(f, f.name(), "compute_at", o, row)
+        if not f.has_update_definition() or wg < 2:
+            continue
+        rvars = f.rvars(0)
+        ro, ri = hl.RVar(f"{f.name()}_ro"), hl.RVar(f"{f.name()}_ri")
+        u = hl.Var(f"{f.name()}_wi")
+        lbl = f"{f.name()}.update()"
+        rec(f.update(), lbl, "split", rvars[0], ro, ri, wg, GUARD)
+        intm = rec(f.update(), lbl, "rfactor", ri, u)
+        il = f"{f.name()}_partial"
+        rec(intm, il, "compute_at", o, row)
+        rec(intm, il, "gpu_threads", u)
+        rec(intm.update(), f"{il}.update()", "reorder", ro, u)
+        rec(intm.update(), f"{il}.update()", "gpu_threads", u)
+    for other in plan.outputs():
+        if other is not o:
+            pointwise.schedule_output(rec, plan, other, spec)
+
+
+def _gpu_full(rec: Recorder, plan: Plan, o: hl.Func, spec: ScheduleSpec) -> None:
+    """Reduction to a scalar on GPU: stage 1 many work-items reduce chunks, stage 2 one work-item."""
+    wg, split = spec.get("wg", 128), spec.get("split", 64)
+    for f in plan.reductions():
+        rec(f, f.name(), "compute_root")
+        if not f.has_update_definition():
+            continue
+        ext = _reduction_extent(plan, f)
+        lbl = f"{f.name()}.update()"
+        if ext is not None and ext >= 4 * split:
+            ro, ri = hl.RVar(f"{f.name()}_ro"), hl.RVar(f"{f.name()}_ri")
+            v = hl.Var(f"{f.name()}_chunk")
+            rec(f.update(), lbl, "split", f.rvars(0)[0], ro, ri, split, GUARD)
+            intm = rec(f.update(), lbl, "rfactor", ro, v)
+            il = f"{f.name()}_partial"
+            rec(intm, il, "compute_root")
+            bx, tx = hl.Var(f"{il}_wg"), hl.Var(f"{il}_wi")
+            rec(intm, il, "gpu_tile", v, bx, tx, wg, GUARD)
+            rec(intm.update(), f"{il}.update()", "gpu_tile", v, bx, tx, wg, GUARD)
+        rec(f, f.name(), "gpu_single_thread")
+        rec(f.update(), lbl, "gpu_single_thread")
+    if not o.args():
+        rec(o, o.name(), "gpu_single_thread")
+    else:
+        pointwise.schedule_output(rec, plan, o, spec)
+
+
+def _staged(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
+    """Every reduction in its own loop nest (compute_root), outputs pointwise: valid for any consumer graph."""
+    for f in plan.reductions():
+        rec(f, f.name(), "compute_root")
+        args = list(f.args())
+        if not args:
+            continue
+        if plan.caps.gpu:
+            wg = spec.get("wg", 128)
+            x = fuse_all(rec, f, args, f.name()) if len(args) > 1 else args[0]
+            bx, tx = hl.Var(f"{f.name()}_wg"), hl.Var(f"{f.name()}_wi")
+            rec(f, f.name(), "gpu_tile", x, bx, tx, wg, GUARD)
+            if f.has_update_definition():
+                upd = f.update()
+                y = fuse_all(rec, upd, args, f"{f.name()}_u") if len(args) > 1 else args[0]
+                rec(upd, f"{f.name()}.update()", "gpu_tile", y, bx, tx, wg, GUARD)
+        else:
+            rec(f, f.name(), "parallel", args[-1])
+            if f.has_update_definition():
+                rec(f.update(), f"{f.name()}.update()", "parallel", args[-1])
+    for o in plan.outputs():
+        pointwise.schedule_output(rec, plan, o, spec)
+
+
+def _outputs_only(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
+    for f in plan.reductions():
+        rec(f, f.name(), "compute_root")
+    for o in plan.outputs():
+        pointwise.schedule_output(rec, plan, o, spec)
+
+
+def variants(gpu: bool) -> list[tuple[str, Callable[[Recorder, Plan, ScheduleSpec], None]]]:
+    """Schedules to try in order; Halide rejects illegal ones at compile time and the next is tried."""
+    return [("fused", _gpu_fused if gpu else _host_fused), ("staged", _staged), ("outputs_only", _outputs_only)]

@@ -1,0 +1,93 @@
+"""Inductor ``BaseScheduling`` for halide-xpu: SIMD fusion, Halide kernels, logged per-kernel fallbacks."""
+from __future__ import annotations
+
+import logging
+from typing import Any, Optional
+
+import torch
+from torch._inductor.codegen.halide import HalideScheduling, Unsupported
+from torch._inductor.codegen.simd import SIMDScheduling
+from torch._inductor.utils import IndentedBuffer, get_kernel_metadata
+from torch._inductor.virtualized import V
+
+from . import config, stats
+from .kernel import HalideXpuKernel
+
+log = logging.getLogger(__name__)
+
+META_IMPORT = "from halide_xpu.meta import KernelMeta, ArgSpec, LoopVar, ScheduleSpec"
+LOADER_IMPORT = "from halide_xpu.asyncload import load_kernel as halide_xpu_load"
+
+
+def _fallback_scheduling(device_type: str, scheduler: Any) -> Any:
+    if device_type == "cpu":
+        from torch._inductor.codegen.cpp import CppScheduling
+
+        return CppScheduling(scheduler)
+    from torch._inductor.codegen.triton import TritonScheduling
+
+    return TritonScheduling(scheduler)
+
+
+class HalideXpuScheduling(HalideScheduling):
+    """Upstream ``HalideScheduling`` fusion rules; kernels are Halide pipelines with explicit schedules."""
+
+    kernel_type = HalideXpuKernel  # type: ignore[assignment]
+
+    def __init__(self, scheduler: Any) -> None:
+        super().__init__(scheduler)
+        self._fallbacks: dict[str, Any] = {}
+
+    def _fallback(self, device_type: str) -> Any:
+        if device_type not in self._fallbacks:
+            self._fallbacks[device_type] = _fallback_scheduling(device_type, self.scheduler)
+        return self._fallbacks[device_type]
+
+    def codegen_node(self, node: Any) -> Any:
+        try:
+            return super().codegen_node(node)
+        except (Unsupported, NotImplementedError) as e:
+            names = tuple(n.get_name() for n in node.get_nodes())
+            device = node.get_device()
+            if not config.fallback:
+                raise RuntimeError(f"halide_xpu cannot lower {names}: {type(e).__name__}: {e}") from e
+            fallback = _fallback_scheduling_name(device.type)
+            log.warning(
+                "halide_xpu: cannot lower %s (%s: %s); using Inductor's %s kernel for it",
+                ", ".join(names), type(e).__name__, e, fallback,
+            )
+            stats.fallbacks.append(stats.Fallback(names, f"{type(e).__name__}: {e}", fallback))
+            stats.counters["fallbacks"] += 1
+            sched = self._fallback(device.type)
+            result = sched.codegen_node(node)
+            sched.flush()
+            return result
+
+    def flush(self) -> None:
+        for sched in self._fallbacks.values():
+            sched.flush()
+        super().flush()
+
+    def define_kernel(self, src_code: str, node_schedule: Any, kernel: HalideXpuKernel) -> str:
+        wrapper = V.graph.wrapper_code
+        if src_code in wrapper.src_to_kernel:
+            return wrapper.src_to_kernel[src_code]
+        meta = kernel.xpu_meta()
+        kernel_name = f"halide_xpu_kernel_{wrapper.next_kernel_suffix()}"
+        wrapper.src_to_kernel[src_code] = kernel_name
+        wrapper.add_import_once(META_IMPORT)
+        wrapper.add_import_once(LOADER_IMPORT)
+        body = IndentedBuffer()
+        body.writeline(f"halide_xpu_load(async_compile, {meta!r}, '''")
+        body.splice(src_code, strip=True)
+        body.writeline("''')")
+        origins, detailed = get_kernel_metadata(node_schedule, wrapper)
+        wrapper.define_kernel(kernel_name, body.getvalue(), f"{origins}\n{detailed}")
+        return kernel_name
+
+
+def _fallback_scheduling_name(device_type: str) -> str:
+    return "C++" if device_type == "cpu" else "Triton"
+
+
+__all__ = ["HalideXpuScheduling", "SIMDScheduling"]

@@ -1,0 +1,1 @@
+"""Targets: OpenCL device discovery, Halide target strings and device capabilities."""

@@ -1,0 +1,98 @@
+"""Halide target strings and device capabilities per halide-xpu target (host, opencl, cuda)."""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from typing import Any, Optional
+
+from .. import config
+from . import opencl_devices
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceCaps:
+    """What a schedule needs to know about the device it runs on."""
+
+    gpu: bool  # GPU-style schedule (work-groups) vs CPU-style (parallel + vectorize)
+    parallelism: int  # cores (host) or compute units (GPU)
+    vector_width: int  # fp32 lanes per vector (host) / per work-item vector loads (GPU)
+    max_work_group: int = 1
+    sub_group: int = 0  # preferred sub-group size, 0 when unknown
+
+
+@functools.lru_cache(maxsize=None)
+def _host_vector_width() -> int:
+    import halide as hl
+
+    return max(4, hl.get_host_target().natural_vector_size(hl.Float(32)))
+
+
+def device_caps(target: str) -> DeviceCaps:
+    if target == "host":
+        return DeviceCaps(False, os.cpu_count() or 1, _host_vector_width())
+    if target == "opencl":
+        dev = opencl_devices.require_device()
+        subs = [s for s in dev.sub_group_sizes if 8 <= s <= 32]
+        return DeviceCaps(
+            True,
+            dev.compute_units,
+            4,
+            max_work_group=min(dev.max_work_group_size, 1024),
+            sub_group=subs[-1] if subs else 0,
+        )
+    if target == "cuda":
+        return _cuda_caps()
+    raise ValueError(f"unknown halide_xpu target {target!r}")
+
+
+@functools.lru_cache(maxsize=None)
+def _cuda_caps() -> DeviceCaps:
+    import torch
+
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return DeviceCaps(True, props.multi_processor_count, 4, max_work_group=1024, sub_group=32)
+
+
+def _common_features() -> list[str]:
+    feats = ["strict_float", "no_runtime"]
+    if not config.asserts:
+        feats.append("no_asserts")
+    return feats
+
+
+def halide_target(target: str, device: Optional[Any] = None) -> str:
+    """The full Halide target string for kernels of ``target``."""
+    if target == "host":
+        return "-".join(["host", *_common_features()])
+    if target == "opencl":
+        dev = opencl_devices.require_device()
+        feats = ["opencl"]
+        if dev.fp16:
+            feats.append("cl_half")
+        if dev.fp64:
+            feats.append("cl_doubles")
+        return "-".join(["host", *feats, *_common_features()])
+    if target == "cuda":
+        import torch
+
+        major, minor = torch.cuda.get_device_capability(device)
+        cap = min((major * 10 + minor), 86)
+        cap = max(c for c in (50, 61, 70, 75, 80, 86) if c <= cap)
+        return "-".join(["host", "cuda", f"cuda_capability_{cap}", "user_context", *_common_features()])
+    raise ValueError(f"unknown halide_xpu target {target!r}")
+
+
+def runtime_target() -> str:
+    """One shared Halide runtime serves every kernel in the process: host plus the device APIs present."""
+    feats = ["host"]
+    if opencl_devices.load_opencl() is not None:
+        feats.append("opencl")
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            feats.append("cuda")
+    except Exception:  # pragma: no cover - torch always importable here
+        pass
+    return "-".join(feats)

@@ -1,0 +1,148 @@
+"""Graphs vs eager on every CPU target: elementwise, views, indexing, reductions, norms, dtypes."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import compile_and_check
+
+torch.manual_seed(0)
+X = torch.randn(33, 70)
+Y = torch.randn(33, 70)
+B = torch.randn(70)
+W = torch.randn(70)
+T3 = torch.randn(4, 17, 24)
+
+ELEMENTWISE = {
+    "add_mul": lambda x, y: x * y + 2.0 * x - y,
+    "math": lambda x, y: torch.exp(x) + torch.log(y.abs() + 1) + torch.sqrt(x.abs()) + torch.tanh(y),
+    "trig": lambda x, y: torch.sin(x) * torch.cos(y) + torch.atan2(x, y),
+    "pow_div": lambda x, y: x.abs().pow(1.5) / (y.abs() + 0.5) + torch.rsqrt(y.abs() + 1),
+    "compare": lambda x, y: ((x > y) & (x > 0)) | (y < -1),
+    "where": lambda x, y: torch.where(x > 0, x, y * 0.5),
+    "clamp_minmax": lambda x, y: torch.clamp(x, -0.5, 0.5) + torch.maximum(x, y) - torch.minimum(x, y),
+    "gelu_silu": lambda x, y: F.gelu(x) + F.silu(y) + F.gelu(x, approximate="tanh"),
+    "sigmoid_relu": lambda x, y: torch.sigmoid(x) * F.relu(y) + F.leaky_relu(x, 0.1),
+    "nan_inf": lambda x, y: torch.nan_to_num(x / (y > 0).float(), nan=0.0, posinf=1.0, neginf=-1.0),
+    "floor_round": lambda x, y: torch.floor(x * 3) + torch.round(y * 3) + torch.trunc(x * 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ELEMENTWISE))
+def test_elementwise(target: str, name: str) -> None:
+    compile_and_check(ELEMENTWISE[name], X, Y)
+
+
+def test_broadcast(target: str) -> None:
+    compile_and_check(lambda x, b: (x + b) * b.unsqueeze(0) - x.mean(), X, B)
+
+
+def test_views_permute_slice(target: str) -> None:
+    compile_and_check(lambda t: t.permute(2, 0, 1)[:, 1:3, ::2] * 2 + 1, T3)
+    compile_and_check(lambda t: t.transpose(1, 2).contiguous() + t.sum(1, keepdim=True).transpose(1, 2), T3)
+
+
+def test_noncontiguous_input(target: str) -> None:
+    compile_and_check(lambda x: torch.relu(x) * 3, X.t())
+    compile_and_check(lambda x: x + 1, X[:, 5:40])
+
+
+def test_masks_and_padding(target: str) -> None:
+    compile_and_check(lambda x: F.pad(x, (2, 3, 1, 0), value=-1.5) * 2, X)
+    compile_and_check(lambda x: torch.cat([x, x * 2], dim=1) + 1, X)
+
+
+def test_indexing_gather(target: str) -> None:
+    idx = torch.randint(0, 33, (20,))
+    compile_and_check(lambda x, i: x[i] * 2, X, idx)
+    gidx = torch.randint(0, 70, (33, 5))
+    compile_and_check(lambda x, i: torch.gather(x, 1, i) + 1, X, gidx)
+    emb = torch.randn(50, 16)
+    tok = torch.randint(0, 50, (4, 7))
+    compile_and_check(lambda e, t: F.embedding(t, e) * 2, emb, tok)
+
+
+REDUCTIONS = {
+    "sum_inner": lambda x: x.sum(-1),
+    "sum_outer": lambda x: x.sum(0),
+    "sum_all": lambda x: x.sum(),
+    "mean": lambda x: x.mean(-1, keepdim=True) + x.mean(0),
+    "max_min": lambda x: x.amax(-1) + x.amin(0).sum(),
+    "prod": lambda x: (x * 0.1 + 1).prod(-1),
+    "any_all": lambda x: ((x > 2).any(-1), (x > -3).all(0)),
+    "argmax_argmin": lambda x: (x.argmax(-1), x.argmin(0)),
+    "var_std": lambda x: (x.var(-1), x.std(0, unbiased=False)),
+    "var_mean": lambda x: torch.var_mean(x, dim=-1, correction=0),
+    "norm": lambda x: x.norm(dim=-1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REDUCTIONS))
+def test_reductions(target: str, name: str) -> None:
+    compile_and_check(REDUCTIONS[name], X, atol=1e-4, rtol=1e-4)
+
+
+def test_reduction_3d_middle(target: str) -> None:
+    compile_and_check(lambda t: t.sum(1) + t.amax(1), T3, atol=1e-4, rtol=1e-4)
+
+
+def test_large_reductions(target: str) -> None:
+    big = torch.randn(1 << 18)
+    compile_and_check(lambda x: (x.sum(), x.abs().max()), big, atol=1e-2, rtol=1e-4)
+    tall = torch.randn(4096, 32)
+    compile_and_check(lambda x: x.sum(0), tall, atol=1e-3, rtol=1e-4)
+
+
+def test_softmax_logsoftmax(target: str) -> None:
+    compile_and_check(lambda x: torch.softmax(x, -1), X)
+    compile_and_check(lambda x: torch.log_softmax(x, -1), X)
+    compile_and_check(lambda x: torch.softmax(x, 0), X)
+    masked = X.masked_fill(torch.rand_like(X) > 0.7, float("-inf"))
+    compile_and_check(lambda x: torch.softmax(x, -1), masked)
+
+
+def test_layer_norm(target: str) -> None:
+    compile_and_check(lambda x, w, b: F.layer_norm(x, (70,), w, b), X, W, B, atol=1e-4, rtol=1e-4)
+
+
+def test_rms_norm(target: str) -> None:
+    def rms(x, w):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+    compile_and_check(rms, X, W, atol=1e-4, rtol=1e-4)
+
+
+def test_residual_gelu_ln_fusion(target: str) -> None:
+    def block(x, y, w, b):
+        h = F.gelu(x + y)
+        return F.layer_norm(h + x, (70,), w, b), F.silu(h) * torch.sigmoid(y)
+
+    compile_and_check(block, X, Y, W, B, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.int8, torch.uint8])
+def test_int_dtypes(target: str, dtype: torch.dtype) -> None:
+    a = torch.randint(-50 if dtype.is_signed else 0, 100, (33, 70), dtype=dtype)
+    b = torch.randint(1, 7, (33, 70), dtype=dtype)
+    compile_and_check(lambda a, b: (a * b + a // b - a % b, (a > b).sum(-1), a.amax(0)), a, b)
+
+
+def test_bool(target: str) -> None:
+    m = torch.rand(33, 70) > 0.5
+    compile_and_check(lambda m, x: (m & (x > 0), torch.where(m, x, -x), m.sum(-1)), m, X)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_types(target: str, dtype: torch.dtype) -> None:
+    # Inductor computes in fp32 and rounds once; eager rounds after every op: allow a few ulps.
+    tol = {"atol": 4e-3, "rtol": 1e-2} if dtype == torch.float16 else {"atol": 3e-2, "rtol": 3e-2}
+    x, y, w = X.to(dtype), Y.to(dtype), W.to(dtype)
+    compile_and_check(lambda x, y: F.gelu(x) * y + 1, x, y, **tol)
+    compile_and_check(lambda x: torch.softmax(x, -1), x, **tol)
+    compile_and_check(lambda x, w: F.layer_norm(x, (70,), w), x, w, **tol)
+    compile_and_check(lambda x: x.float().sum(-1), x, atol=1e-3, rtol=1e-3)
+
+
+def test_float64(target: str) -> None:
+    compile_and_check(lambda x: torch.softmax(x, -1) * x.sum(), X.double())
