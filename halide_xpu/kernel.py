@@ -122,8 +122,8 @@ class HalideXpuKernel(HalideKernel):
         """The kernel as a Python module defining ``algorithm()``, which returns its Funcs and Params."""
         if self.args.inplace_buffers:
             raise Unsupported("inplace_buffers")
+        bf16_bits = self.xpu_meta().bf16_as_bits  # also adds every size arg the layouts need, before argdefs
         argdefs = self.halide_argdefs()
-        bf16_bits = self.xpu_meta().bf16_as_bits  # device backends: bf16 tensors travel as uint16 bits
         code = IndentedBuffer()
         code.splice(
             """

@@ -19,6 +19,10 @@ META_IMPORT = "from halide_xpu.meta import KernelMeta, ArgSpec, LoopVar, Schedul
 LOADER_IMPORT = "from halide_xpu.asyncload import load_kernel as halide_xpu_load"
 
 
+# While a fallback scheduling generates code, Inductor must see its own backend name for the device.
+_FALLBACK_KNOBS = {"cpu": {"cpu_backend": "cpp"}, "xpu": {"xpu_backend": "triton"}, "cuda": {"cuda_backend": "triton"}}
+
+
 def _fallback_scheduling(device_type: str, scheduler: Any) -> Any:
     if device_type == "cpu":
         from torch._inductor.codegen.cpp import CppScheduling
@@ -58,10 +62,24 @@ class HalideXpuScheduling(HalideScheduling):
             )
             stats.fallbacks.append(stats.Fallback(names, f"{type(e).__name__}: {e}", fallback))
             stats.counters["fallbacks"] += 1
-            sched = self._fallback(device.type)
-            result = sched.codegen_node(node)
+            with torch._inductor.config.patch(_FALLBACK_KNOBS[device.type]):
+                self._codegen_fallback(node, device)
+            return None
+
+    def _codegen_fallback(self, node: Any, device: torch.device) -> None:
+        sched = self._fallback(device.type)
+        if device.type != "cpu":
+            sched.codegen_node(node)  # Triton uses the same SIMD grouping
             sched.flush()
-            return result
+            return
+        for sub in node.get_nodes():  # C++ groups differ: one C++ kernel per node, regrouped its way
+            saved = sub.group
+            sub.group = (saved[0], sched.group_fn(sub._sizes))
+            try:
+                sched.codegen_node(sub)
+                sched.flush()
+            finally:
+                sub.group = saved
 
     def flush(self) -> None:
         for sched in self._fallbacks.values():

@@ -25,6 +25,7 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     root = tmp_path_factory.getbasetemp() / "halide_xpu_cache"
     monkeypatch.setattr(halide_xpu.config, "cache_dir", str(root))
     monkeypatch.setattr(torch._inductor.config, "fx_graph_cache", False)
+    halide_xpu.stats.reset()
 
 
 @pytest.fixture(params=CPU_TARGETS)

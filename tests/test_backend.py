@@ -1,0 +1,130 @@
+"""Registration, config contract, fallbacks and dynamic shapes."""
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import halide_xpu
+from halide_xpu import config, stats
+from halide_xpu.target import opencl_devices
+
+from conftest import compile_and_check
+
+
+def test_import_torch_loads_plugin() -> None:
+    code = "import sys, torch; print('halide_xpu' in sys.modules, 'torch._inductor.codegen.common' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "False"], "entry point must load halide_xpu without importing Inductor's codegen"
+
+
+def test_backend_knobs_route_schedulings() -> None:
+    from torch._inductor.codegen import common
+
+    from halide_xpu.registration import uses_halide_xpu
+
+    common.init_backend_registration()
+    for device in ("cpu", "xpu", "cuda"):
+        assert getattr(common.device_codegens[device].scheduling, "halide_xpu_dispatch", False), device
+    with torch._inductor.config.patch(xpu_backend="halide"):
+        assert uses_halide_xpu("xpu")
+    assert not uses_halide_xpu("xpu")  # triton stays the default
+    with torch._inductor.config.patch(cpu_backend="halide_xpu"):
+        assert uses_halide_xpu("cpu")
+    with torch._inductor.config.patch(cpu_backend="halide"):
+        assert not uses_halide_xpu("cpu")  # upstream's halide keeps its meaning
+
+
+def test_triton_default_for_xpu_dispatches_upstream() -> None:
+    from torch._inductor.codegen import common
+    from torch._inductor.codegen.xpu.xpu_combined_scheduling import XPUCombinedScheduling
+
+    common.init_backend_registration()
+    sched = common.device_codegens["xpu"].scheduling(None)
+    assert isinstance(sched, XPUCombinedScheduling)
+
+
+@pytest.mark.parametrize(
+    "knob,value", [("cpu_target", "cuda"), ("scheduler", "magic"), ("opencl_device_type", "tpu"), ("fallback", "maybe")]
+)
+def test_bad_config_values(knob: str, value: str) -> None:
+    with pytest.raises(ValueError, match=knob if knob != "fallback" else "boolean"):
+        setattr(config, knob, value)
+
+
+def test_env_knobs_and_bad_env() -> None:
+    env = {**os.environ, "HALIDE_XPU_CPU_TARGET": "host", "HALIDE_XPU_ASSERTS": "0"}
+    code = "import halide_xpu.config as c; print(c.cpu_target, c.asserts)"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["host", "False"]
+    env["HALIDE_XPU_CPU_TARGET"] = "gpu"
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert res.returncode != 0 and "HALIDE_XPU_CPU_TARGET" in res.stderr and "'opencl'" in res.stderr
+
+
+def test_missing_opencl_device_falls_back_to_host(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(config, "cpu_target", None)
+    monkeypatch.setattr(config, "opencl_platform", "no-such-platform")
+    config.reset_warnings()
+    with caplog.at_level(logging.WARNING, logger="halide_xpu.config"):
+        assert config.resolved_cpu_target == "host"
+        assert config.resolved_cpu_target == "host"
+    warnings = [r for r in caplog.records if "no OpenCL device" in r.message]
+    assert len(warnings) == 1 and "intel-opencl-rt" in warnings[0].message
+    with pytest.raises(RuntimeError, match="no OpenCL device matches"):
+        opencl_devices.require_device()
+    monkeypatch.setattr(config, "opencl_platform", None)
+    opencl_devices.select_device.cache_clear()
+
+
+def test_opencl_device_selection(monkeypatch: pytest.MonkeyPatch) -> None:
+    devices = opencl_devices.list_devices()
+    if not devices:
+        pytest.skip("no OpenCL device")
+    first = devices[0]
+    monkeypatch.setattr(config, "opencl_platform", first.platform.split()[0])
+    monkeypatch.setattr(config, "opencl_device_type", first.device_type)
+    dev = opencl_devices.require_device()
+    assert first.platform.split()[0].lower() in dev.platform.lower() and dev.device_type == first.device_type
+    assert os.environ["HL_OCL_PLATFORM_NAME"] == dev.platform
+
+
+def test_unsupported_op_falls_back_and_is_logged(target: str, caplog: pytest.LogCaptureFixture) -> None:
+    x, y = torch.randn(16, 16), torch.rand(7) * 1.8 - 0.9
+    with caplog.at_level(logging.WARNING, logger="halide_xpu.scheduling"):
+        code = compile_and_check(lambda x, y: (torch.softmax(x, -1), torch.special.erfinv(y) * 2), x, y, allow_fallback=True)
+    assert stats.fallbacks and "erfinv" in stats.fallbacks[0].reason and stats.fallbacks[0].fallback == "C++"
+    assert any("erfinv" in r.message and "C++" in r.message for r in caplog.records)
+    assert "cpp_fused" in code  # the fallback kernel, next to our Halide kernel
+
+
+def test_fallback_disabled_raises(target: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(config, "fallback", False)
+    with pytest.raises(Exception, match="erfinv"):
+        torch.compile(lambda x: torch.special.erfinv(x))(torch.rand(8) * 0.5)
+
+
+def test_dynamic_shapes(target: str) -> None:
+    fn = lambda x, w: torch.softmax(x, -1) * w + x.sum(0)  # noqa: E731
+    compiled = torch.compile(fn, dynamic=True)
+    for n in (5, 9, 33):
+        x, w = torch.randn(n, 12), torch.randn(12)
+        torch.testing.assert_close(compiled(x, w), fn(x, w))
+    assert stats.counters["kernels_generated"] >= 1 and not stats.fallbacks
+    code = compile_and_check(fn, torch.randn(7, 12), torch.randn(12), dynamic=True)
+    assert "ks0" in code  # a symbolic size reached the Halide kernel
+
+
+def test_asserts_catch_bad_buffers(target: str) -> None:
+    """Halide's bounds checks stay on: a launcher misuse is an error, never a silent wrong result."""
+    compiled = torch.compile(lambda x: x * 2)
+    compiled(torch.randn(64))
+    from halide_xpu import compiler
+
+    launcher = next(iter(compiler._memory.values()))
+    with pytest.raises(TypeError, match="expects"):
+        launcher()
