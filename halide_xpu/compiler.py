@@ -180,7 +180,9 @@ def load(meta: KernelMeta, source: str) -> KernelLauncher:
             raise RuntimeError(f"halide_xpu: linking kernel failed in {workdir}:\n{e.stderr}") from e
         lib = cache.publish(key, workdir, {"schedule": lines, "variant": variant, "target": meta.halide_target})
         launcher = KernelLauncher(lib, meta, lines, variant)
-        log.debug("compiled kernel %s in %.3fs (%s)", key[:12], time.perf_counter() - t0, variant)
+        seconds = time.perf_counter() - t0
+        stats.compile_seconds.append(seconds)
+        log.debug("compiled kernel %s in %.3fs (%s)", key[:12], seconds, variant)
     with _memory_lock:
         _memory[key] = launcher
     return launcher

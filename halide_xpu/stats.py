@@ -18,6 +18,7 @@ class Fallback:
 
 fallbacks: list[Fallback] = []
 generated_kernels: list[str] = []
+compile_seconds: list[float] = []  # Halide build + link time of each kernel compiled in this process
 
 
 def record_kernel(name: str) -> None:
@@ -29,3 +30,4 @@ def reset() -> None:
     counters.clear()
     fallbacks.clear()
     generated_kernels.clear()
+    compile_seconds.clear()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Optional
 
 import halide as hl
@@ -9,6 +10,7 @@ import halide as hl
 from ..meta import KernelMeta
 from ..target.targets import DeviceCaps
 
+_UNIQUE_SUFFIX = re.compile(r"\$\d+")  # Halide's suffix for re-created Func names, noise in a printed schedule
 GUARD = hl.TailStrategy.GuardWithIf
 SHIFT = hl.TailStrategy.ShiftInwards
 
@@ -33,7 +35,8 @@ class Recorder:
 
     def __call__(self, stage: Any, label: str, method: str, *args: Any) -> Any:
         result = getattr(stage, method)(*args)
-        self.lines.append(f"{label}.{method}({', '.join(_fmt(a) for a in args)})")
+        line = f"{label}.{method}({', '.join(_fmt(a) for a in args)})"
+        self.lines.append(_UNIQUE_SUFFIX.sub("", line))
         return result
 
     def note(self, text: str) -> None:
