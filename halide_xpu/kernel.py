@@ -99,8 +99,14 @@ class HalideXpuKernel(HalideKernel):
                 )
             )
         reduction_vars = set(map(str, self.reduction_renames))
+        contiguous: set[str] = set()
+        for name, dims in self.buffer_dimensions.items():
+            for d in dims:
+                if d.expr is not None and d.stride == 1 and "out_ptr" not in name:
+                    contiguous |= {str(s) for s in getattr(d.expr, "free_symbols", ())}
         loop_vars = tuple(
-            LoopVar(str(sym), self._expr(size), str(sym) in reduction_vars) for sym, size in self.halide_vars.items()
+            LoopVar(str(sym), self._expr(size), str(sym) in reduction_vars, str(sym) in contiguous)
+            for sym, size in self.halide_vars.items()
         )
         outputs = tuple(a.name for a in args if a.kind == "out")
         target = self.target_name()

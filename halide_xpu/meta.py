@@ -47,6 +47,7 @@ class LoopVar:
     name: str
     extent: str
     reduction: bool = False
+    contiguous: bool = False  # indexes a stride-1 dimension of some input
 
     @property
     def static_extent(self) -> Optional[int]:

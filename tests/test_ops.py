@@ -34,6 +34,12 @@ def test_elementwise(target: str, name: str) -> None:
     compile_and_check(ELEMENTWISE[name], X, Y)
 
 
+def test_tanh_extremes(target: str) -> None:
+    x = torch.tensor([0.0, -0.0, 1e-8, -3e-5, 0.0999, 0.1, -0.5, 3.0, 9.5, -20.0, 100.0, float("inf"), float("-inf"), float("nan")])
+    compile_and_check(lambda x: torch.tanh(x) * 1.0, x)
+    compile_and_check(lambda x: torch.tanh(x), torch.linspace(-12, 12, 4001))
+
+
 def test_broadcast(target: str) -> None:
     compile_and_check(lambda x, b: (x + b) * b.unsqueeze(0) - x.mean(), X, B)
 

@@ -52,6 +52,7 @@ class Plan:
         self.caps = caps
         self.extents = {v.name: v.static_extent for v in meta.loop_vars}
         self.reduction_var_names = {v.name for v in meta.loop_vars if v.reduction}
+        self.contiguous_var_names = {v.name for v in meta.loop_vars if v.contiguous}
         self.out_specs = {a.name: a for a in meta.args if a.kind == "out"}
 
     def outputs(self) -> list[hl.Func]:
@@ -77,6 +78,10 @@ class Plan:
             names = [v.name() for v in func.args()]
             return self.output_extents(func.name())[names.index(var.name())]
         return None
+
+    def is_contiguous(self, var: hl.Var) -> bool:
+        """Whether ``var`` indexes a stride-1 dimension of some input."""
+        return var.name() in self.contiguous_var_names
 
     def is_reduction_var(self, var: hl.Var) -> bool:
         return var.name() in self.reduction_var_names

@@ -26,6 +26,9 @@ def schedule_output(rec: Recorder, plan: Plan, out: hl.Func, spec: ScheduleSpec)
     if not args:
         return None
     n = total([plan.var_extent(out, v) for v in args])
+    transposed = [v for v in args[1:] if plan.is_contiguous(v)]
+    if transposed and not plan.caps.gpu:
+        return _host_tiled(rec, out, label, args[0], transposed[0], spec)
     fused = fuse_all(rec, out, args, label) if len(args) > 1 else args[0]
     if plan.caps.gpu:
         return _gpu(rec, out, label, fused, n, spec)
@@ -51,6 +54,16 @@ def _host(rec: Recorder, out: hl.Func, label: str, x: hl.Var, n: Optional[int], 
         return xo
     rec(out, label, "vectorize", x, vec, SHIFT)
     return x
+
+
+def _host_tiled(rec: Recorder, out: hl.Func, label: str, x: hl.Var, y: hl.Var, spec: ScheduleSpec) -> hl.Var:
+    """An input is contiguous along ``y`` while the output is along ``x`` (a transpose): work in square tiles."""
+    vec, tile = spec.get("vector", 8), spec.get("tile", 32)
+    xo, yo, xi, yi = (hl.Var(f"{label}_{n}") for n in ("xo", "yo", "xi", "yi"))
+    rec(out, label, "tile", x, y, xo, yo, xi, yi, tile, tile, GUARD)
+    rec(out, label, "vectorize", xi, vec, GUARD)
+    rec(out, label, "parallel", yo)
+    return yo
 
 
 def _gpu(rec: Recorder, out: hl.Func, label: str, x: hl.Var, n: Optional[int], spec: ScheduleSpec) -> hl.Var:

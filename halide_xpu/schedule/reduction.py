@@ -29,8 +29,8 @@ def _reduction_extent(plan: Plan, f: hl.Func) -> Optional[int]:
 
 
 def _inner_reduction(plan: Plan) -> bool:
-    """Inductor numbers Halide vars innermost first: a reduction var first means a contiguous (inner) reduction."""
-    return bool(plan.meta.loop_vars) and plan.meta.loop_vars[0].reduction
+    """A reduction over a contiguous (stride-1) input dimension: vectorize by rfactor, not across rows."""
+    return any(v.reduction and v.contiguous for v in plan.meta.loop_vars)
 
 
 def _host_vectorize_reduction(rec: Recorder, plan: Plan, f: hl.Func, at: tuple[hl.Func, hl.Var], vec: int) -> None:
@@ -217,6 +217,8 @@ def _staged(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
             rec(f, f.name(), "parallel", args[-1])
             if f.has_update_definition():
                 rec(f.update(), f"{f.name()}.update()", "parallel", args[-1])
+                if _inner_reduction(plan):
+                    _host_vectorize_reduction(rec, plan, f, (f, args[-1]), spec.get("vector", 8))
     for o in plan.outputs():
         pointwise.schedule_output(rec, plan, o, spec)
 
