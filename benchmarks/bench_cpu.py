@@ -17,7 +17,6 @@ _TMP = tempfile.mkdtemp(prefix="hx-bench-")
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(_TMP, "inductor"))  # cold Inductor caches
 
 import torch  # noqa: E402
-from tqdm import tqdm  # noqa: E402
 
 import halide_xpu  # noqa: E402
 from halide_xpu import compiler, stats  # noqa: E402
@@ -115,9 +114,10 @@ def geomean(xs: list[float]) -> float:
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
 
 
-def summarize(rows: list[dict[str, Any]], backends: list[str]) -> tuple[str, dict[str, Any]]:
+def summarize(rows: list[dict[str, Any]], backends: list[str], anchor: str = "cpp", hx: str = "hx_host",
+              extra: Callable[[dict[str, Any]], list[str]] = lambda r: [], extra_head: str = "") -> tuple[str, dict[str, Any]]:
     head = "| kernel | " + " | ".join(f"{b} µs" for b in backends) + " | " + " | ".join(
-        f"{b}/cpp" for b in backends if b not in ("cpp",)) + " | hx cold compile s | hx warm load ms |"
+        f"{b}/{anchor}" for b in backends if b != anchor) + f" | {hx} cold compile s | {hx} warm load ms |" + extra_head
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     summary: dict[str, Any] = {}
     for r in rows:
@@ -125,20 +125,20 @@ def summarize(rows: list[dict[str, Any]], backends: list[str]) -> tuple[str, dic
         for b in backends:
             res = r["results"].get(b, {})
             cells.append(f"{res['us']:.1f}" if "us" in res else ("wrong" if res.get("correct") is False else "fail"))
-        cpp = r["results"].get("cpp", {}).get("us")
+        base = r["results"].get(anchor, {}).get("us")
         for b in backends:
-            if b == "cpp":
+            if b == anchor:
                 continue
             us = r["results"].get(b, {}).get("us")
-            cells.append(f"{us / cpp:.2f}" if us and cpp and r["results"][b].get("correct", True) else "-")
-        hx = r["results"].get("hx_host", {})
-        cells.append(f"{hx.get('compile_cold_s', float('nan')):.2f}")
-        cells.append(f"{hx.get('warm_load_ms', float('nan')):.1f}")
-        lines.append(f"| {r['name']} | " + " | ".join(cells) + " |")
+            cells.append(f"{us / base:.2f}" if us and base and r["results"][b].get("correct", True) else "-")
+        res = r["results"].get(hx, {})
+        cells.append(f"{res.get('compile_cold_s', float('nan')):.2f}")
+        cells.append(f"{res.get('warm_load_ms', float('nan')):.1f}")
+        lines.append(f"| {r['name']} | " + " | ".join(cells + extra(r)) + " |")
     for b in backends:
-        ratios = [r["results"][b]["us"] / r["results"]["cpp"]["us"] for r in rows
-                  if "us" in r["results"].get(b, {}) and "us" in r["results"].get("cpp", {}) and r["results"][b].get("correct", True)]
-        summary[f"{b}_geomean_vs_cpp"] = geomean(ratios)
+        ratios = [r["results"][b]["us"] / r["results"][anchor]["us"] for r in rows
+                  if "us" in r["results"].get(b, {}) and "us" in r["results"].get(anchor, {}) and r["results"][b].get("correct", True)]
+        summary[f"{b}_geomean_vs_{anchor}"] = geomean(ratios)
         colds = [r["results"][b]["compile_cold_s"] for r in rows if "compile_cold_s" in r["results"].get(b, {})]
         if colds:
             summary[f"{b}_compile_cold_median_s"] = statistics.median(colds)
@@ -155,7 +155,7 @@ def summarize(rows: list[dict[str, Any]], backends: list[str]) -> tuple[str, dic
     return "\n".join(lines) + "\n", summary
 
 
-def plot(rows: list[dict[str, Any]], backends: list[str], path: Path) -> None:
+def plot(rows: list[dict[str, Any]], backends: list[str], path: Path, anchor: str = "cpp", anchor_label: str = "Inductor C++") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -163,14 +163,14 @@ def plot(rows: list[dict[str, Any]], backends: list[str], path: Path) -> None:
 
     names = [r["name"] for r in rows]
     fig, ax = plt.subplots(figsize=(max(8, len(names) * 0.6), 4.5))
-    others = [b for b in backends if b not in ("cpp",)]
+    others = [b for b in backends if b != anchor]
     width = 0.8 / max(len(others), 1)
     for i, b in enumerate(others):
-        vals = [r["results"].get(b, {}).get("us", float("nan")) / r["results"].get("cpp", {}).get("us", float("nan")) for r in rows]
+        vals = [r["results"].get(b, {}).get("us", float("nan")) / r["results"].get(anchor, {}).get("us", float("nan")) for r in rows]
         ax.bar([j + i * width for j in range(len(names))], vals, width, label=b)
     ax.axhline(1.0, color="k", lw=0.8)
     ax.set_yscale("log")
-    ax.set_ylabel("time / Inductor C++ (lower is better)")
+    ax.set_ylabel(f"time / {anchor_label} (lower is better)")
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(names))], names, rotation=60, ha="right")
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -194,6 +194,8 @@ def main() -> int:
         backends.remove("hx_opencl")
     if "cpp" not in backends:
         backends.insert(0, "cpp")
+    from tqdm import tqdm
+
     cases = [c for c in suite() if not args.kernels or c[0] in args.kernels.split(",")]
     torch.manual_seed(0)
     rows = []

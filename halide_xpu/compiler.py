@@ -59,7 +59,11 @@ def glue_source(meta: KernelMeta) -> str:
     params = []
     for a in meta.call_args:
         params.append(f"{'int64_t' if a.dtype == 'int64' else 'int32_t'} {a.name}" if a.kind == "scalar" else f"void *{a.name}")
+    cuda = meta.target == "cuda"
     body, call = [], []
+    if meta.takes_stream:
+        params.append("void *stream")
+        call.append("stream")
     for i, a in enumerate(meta.args):
         if a.kind == "scalar":
             call.append(a.name)
@@ -70,20 +74,25 @@ def glue_source(meta: KernelMeta) -> str:
         body.append(f"  halide_dimension_t d{i}[{max(len(a.shape), 1)}] = {{{dims or '{0, 1, 1, 0}'}}};")
         base = a.alias_of or a.name
         flags = "halide_buffer_flag_host_dirty" if a.kind == "in" else "0"
+        ptr = f"static_cast<uint8_t *>({base}) + ({a.offset}) * {size}"
         body.append(f"  halide_buffer_t b{i};")
-        body.append(
-            f"  hx_buffer(&b{i}, d{i}, {len(a.shape)}, static_cast<uint8_t *>({base}) + ({a.offset}) * {size}, "
-            f"{code}, {bits}, {flags});"
-        )
+        if cuda:  # torch's device memory, used in place: never copied, never freed by Halide
+            body.append(f"  hx_buffer(&b{i}, d{i}, {len(a.shape)}, nullptr, {code}, {bits}, halide_buffer_flag_device_dirty);")
+            body.append(f"  b{i}.device = reinterpret_cast<uint64_t>({ptr});")
+            body.append(f"  b{i}.device_interface = halide_cuda_device_interface();")
+        else:
+            body.append(f"  hx_buffer(&b{i}, d{i}, {len(a.shape)}, {ptr}, {code}, {bits}, {flags});")
         call.append(f"&b{i}")
-    lines = [GLUE_PRELUDE, f'extern "C" int hx_launch({", ".join(params)}) {{', *body]
+    prelude = GLUE_PRELUDE + ('#include "HalideRuntimeCuda.h"\n' if cuda else "")
+    lines = [prelude, f'extern "C" int hx_launch({", ".join(params)}) {{', *body]
     lines.append(f"  int err = {FN_NAME}({', '.join(call)});")
-    for i, a in enumerate(meta.args):
-        if a.kind == "out":
-            lines.append(f"  if (!err && b{i}.device) err = halide_copy_to_host(nullptr, &b{i});")
-    for i, a in enumerate(meta.args):
-        if a.is_buffer:
-            lines.append(f"  if (b{i}.device) halide_device_free(nullptr, &b{i});")
+    if not cuda:  # host pointers: bring results back, release the device copies Halide made
+        for i, a in enumerate(meta.args):
+            if a.kind == "out":
+                lines.append(f"  if (!err && b{i}.device) err = halide_copy_to_host(nullptr, &b{i});")
+        for i, a in enumerate(meta.args):
+            if a.is_buffer:
+                lines.append(f"  if (b{i}.device) halide_device_free(nullptr, &b{i});")
     lines += ["  return err;", "}", ""]
     return "\n".join(lines)
 
@@ -124,8 +133,11 @@ def build(meta: KernelMeta, source: str, workdir: Path) -> tuple[list[str], str]
         try:
             lines = _autoschedule(pipeline, funcs, meta, target) if auto else schedule.apply(variant, meta, funcs, caps)
             arguments = [hl.Argument(funcs.get(a.name + STORAGE_SUFFIX, funcs[a.name])) for a in meta.args if a.kind != "out"]
+            outputs = {hl.OutputFileType.object: str(workdir / "kernel.o"), hl.OutputFileType.c_header: str(workdir / "kernel.h")}
+            if os.environ.get("HALIDE_XPU_DUMP_STMT"):
+                outputs[hl.OutputFileType.stmt] = str(workdir / "kernel.stmt")
             pipeline.compile_to(
-                {hl.OutputFileType.object: str(workdir / "kernel.o"), hl.OutputFileType.c_header: str(workdir / "kernel.h")},
+                outputs,
                 arguments,
                 FN_NAME,
                 target,

@@ -10,7 +10,7 @@ from typing import Any, Callable, Optional
 log = logging.getLogger(__name__)
 
 CPU_TARGETS = ("opencl", "host")
-CUDA_TARGETS = ("cuda", "opencl")
+CUDA_TARGETS = ("cuda",)  # CUDA tensors need a CUDA-pointer target; OpenCL on NVIDIA runs via cpu_target
 XPU_TARGETS = ("opencl",)
 SCHEDULERS = ("explicit", "Mullapudi2016", "Adams2019", "Li2018", "Anderson2021")
 DEVICE_TYPES = ("cpu", "gpu", "accelerator")

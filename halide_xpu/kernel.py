@@ -58,6 +58,23 @@ class HalideXpuKernel(HalideKernel):
             if dim.expr != old:
                 dim.size = dim.size + (dim.expr - old)
 
+    def load(self, name: str, index: Any) -> Any:  # type: ignore[override]
+        self._masked_load = bool(self._load_mask)
+        try:
+            return super().load(name, index)
+        finally:
+            self._masked_load = False
+
+    def make_index_str(self, dims, replacements=None, zero_vars=False):  # type: ignore[override]
+        """Masked loads clamp their indices: Halide's bounds inference does not see the mask (pad/cat)."""
+        if not getattr(self, "_masked_load", False) or not dims:
+            return super().make_index_str(dims, replacements, zero_vars)
+        parts = [
+            f"hl.clamp({d.index_str(replacements, zero_vars)}, 0, {self.kexpr(self.rename_indexing(d.size - 1))})"
+            for d in dims
+        ]
+        return ", ".join(parts) + ("," if len(parts) == 1 else "")
+
     def scan(self, *args: Any, **kwargs: Any):  # type: ignore[override]
         raise Unsupported("scan")
 
@@ -194,7 +211,6 @@ class HalideXpuKernel(HalideKernel):
         wrapper = V.graph.wrapper_code
         call_args = [f"{n}" for n, arg in self.halide_argdefs() if arg.alias_of is None]
         device = V.graph.get_current_device_or_throw()
-        if device.type != "cpu":
-            call_args.append(wrapper.write_get_raw_stream(device.index, V.graph.name))
+        # for cuda/xpu the wrapper itself appends torch's current raw stream as the last argument
         wrapper.generate_kernel_call(name, call_args, device=device, triton=False)
         stats.record_kernel(name)

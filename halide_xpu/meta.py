@@ -87,6 +87,11 @@ class KernelMeta:
     device_index: int = 0
 
     @property
+    def takes_stream(self) -> bool:
+        """CUDA kernels get torch's current stream as Halide's user_context (last call argument)."""
+        return self.target == "cuda"
+
+    @property
     def bf16_as_bits(self) -> bool:
         """Device targets keep bfloat16 tensors as uint16 bits (Halide's OpenCL printer mistakes bf16 for half)."""
         return self.target != "host"

@@ -36,8 +36,42 @@ def _on_error(_ctx: Any, msg: bytes) -> None:
 _error_callback = _ERROR_HANDLER(_on_error)
 
 
+CUDA_HOOKS = r"""
+// Halide's CUDA runtime uses torch's current context and the stream passed as user_context.
+#include <dlfcn.h>
+#include "HalideRuntimeCuda.h"
+typedef int (*ctx_get_t)(void **);
+static ctx_get_t ctx_get() {
+  static ctx_get_t fn = nullptr;
+  if (!fn) {
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    fn = lib ? (ctx_get_t)dlsym(lib, "cuCtxGetCurrent") : nullptr;
+  }
+  return fn;
+}
+static int acquire(void *, void **ctx, bool) {
+  ctx_get_t fn = ctx_get();
+  return fn ? fn(ctx) : -1;
+}
+static int release(void *) { return 0; }
+static int get_stream(void *user_context, void *, void **stream) {
+  *stream = user_context;
+  return 0;
+}
+static int install() {
+  halide_set_cuda_acquire_context(&acquire);
+  halide_set_cuda_release_context(&release);
+  halide_set_cuda_get_stream(&get_stream);
+  return 0;
+}
+static int installed = install();
+"""
+
+
 def _build_runtime(target: str) -> Path:
     import halide as hl
+
+    from .compiler import halide_include_dir
 
     d = cache.cache_root() / f"runtime-{target}-{cache.FORMAT_VERSION}"
     lib = d / "libhalide_xpu_runtime.so"
@@ -46,7 +80,13 @@ def _build_runtime(target: str) -> Path:
     work = cache.new_workdir()
     obj = work / "runtime.o"
     hl.compile_standalone_runtime(str(obj), hl.Target(target))
-    subprocess.check_call(["c++", "-shared", "-fPIC", str(obj), "-o", str(work / lib.name), "-ldl", "-lpthread"])
+    sources = [str(obj)]
+    if "cuda" in target.split("-"):
+        (work / "cuda_hooks.cpp").write_text(CUDA_HOOKS)
+        sources.append(str(work / "cuda_hooks.cpp"))
+    subprocess.check_call(
+        ["c++", "-shared", "-fPIC", f"-I{halide_include_dir()}", *sources, "-o", str(work / lib.name), "-ldl", "-lpthread"]
+    )
     try:
         os.rename(work, d)
     except OSError:  # built concurrently by another process
@@ -97,9 +137,15 @@ class KernelLauncher:
         fn.argtypes = [
             (ctypes.c_int64 if a.dtype == "int64" else ctypes.c_int32) if a.kind == "scalar" else ctypes.c_void_p
             for a in meta.call_args
-        ]
+        ] + ([ctypes.c_void_p] if meta.takes_stream else [])
         self._fn = fn
-        self._is_buffer = [a.is_buffer for a in meta.call_args]
+        self._is_buffer = [a.is_buffer for a in meta.call_args] + ([False] if meta.takes_stream else [])
+
+    def __getattr__(self, name: str) -> Any:
+        # Inductor's wrapper calls non-Triton GPU kernels as ``name.name(args..., c_void_p(stream))``.
+        if name.startswith("halide_xpu_kernel_"):
+            return self
+        raise AttributeError(name)
 
     def __call__(self, *args: Any) -> None:
         if len(args) < len(self._is_buffer):

@@ -19,10 +19,16 @@ def default_params(gpu: bool, vector_width: int) -> dict[str, int]:
 def schedule_output(rec: Recorder, plan: Plan, out: hl.Func, spec: ScheduleSpec) -> Optional[hl.Var]:
     """Schedule one pure output Func as a flat pointwise loop; returns its outermost Var (or None)."""
     label = out.name()
+    args = list(out.args())
+    if plan.caps.gpu and (out.has_update_definition() or not args):
+        # scalar outputs and indirect stores: one work-item (device memory may have no host copy)
+        rec(out, label, "gpu_single_thread")
+        for i in range(out.num_update_definitions()):
+            rec(out.update(i), f"{label}.update({i})", "gpu_single_thread")
+        return None
     if out.has_update_definition():
         rec.note(f"{label} has update definitions (indirect store): left to Halide's defaults")
         return None
-    args = list(out.args())
     if not args:
         return None
     n = total([plan.var_extent(out, v) for v in args])

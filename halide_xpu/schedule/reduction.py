@@ -59,25 +59,21 @@ def _host_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     rows = [v for v in args if not plan.is_reduction_var(v)]
     inner = _inner_reduction(plan)
     at: Optional[hl.Var] = None
-    if rows:
+    per_vector = False  # outer reduction computed per output vector (else per row of outer dims)
+    cores = plan.caps.parallelism * spec.get("tasks_per_core", 4)
+    x0_ext = plan.var_extent(o, rows[0]) if rows else None
+    if rows and not inner and not in_row and x0_ext is not None and x0_ext >= vec:
+        # outer reduction: vectorize across the contiguous kept dim; not fused with the others, so that the
+        # region of the reduction computed per vector stays exact
+        xo, lanes = hl.Var(f"{label}_xo"), hl.Var(f"{label}_lanes")
+        rec(o, label, "split", rows[0], xo, lanes, vec, SHIFT)
+        rec(o, label, "vectorize", lanes)
+        at = _host_parallel(rec, o, label, xo, x0_ext // vec, rows[1:], cores)
+        per_vector = not rows[1:]
+    elif rows:
         nrows = total([plan.var_extent(o, v) for v in rows])
         row = fuse_all(rec, o, rows, f"{label}_row") if len(rows) > 1 else rows[0]
-        if not inner and not in_row and nrows is not None and nrows >= vec:
-            # outer reduction: the kept dim is contiguous, so vectorize across it
-            rv, lanes = hl.Var(f"{label}_rv"), hl.Var(f"{label}_lanes")
-            rec(o, label, "split", row, rv, lanes, vec, SHIFT)
-            rec(o, label, "vectorize", lanes)
-            row, nrows = rv, nrows // vec
-        cores = plan.caps.parallelism * spec.get("tasks_per_core", 4)
-        per_task = 1 if nrows is None else -(-nrows // cores)
-        if per_task > 1:
-            rp, rr = hl.Var(f"{label}_task"), hl.Var(f"{label}_r")
-            rec(o, label, "split", row, rp, rr, per_task, GUARD)
-            rec(o, label, "parallel", rp)
-            at = rr
-        else:
-            rec(o, label, "parallel", row)
-            at = row
+        at = _host_parallel(rec, o, label, row, nrows, [], cores)
     if in_row:
         ext = plan.var_extent(o, in_row[0])
         if ext is not None and ext >= vec:
@@ -93,13 +89,31 @@ def _host_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         if inner:
             _host_vectorize_reduction(rec, plan, f, (o, at), vec)
         elif f.args():
-            x = f.args()[0]
-            rec(f, f.name(), "vectorize", x, vec, GUARD)
+            # per output vector its extent along x is exactly ``vec``; per outer row, sweep whole input rows
+            x = next((v for v in f.args() if plan.is_contiguous(v)), f.args()[0])
+            factor = () if per_vector else (vec, GUARD)
+            rec(f, f.name(), "vectorize", x, *factor)
             rec(f.update(), f"{f.name()}.update()", "reorder", x, *f.rvars(0))
-            rec(f.update(), f"{f.name()}.update()", "vectorize", x, vec, GUARD)
+            rec(f.update(), f"{f.name()}.update()", "vectorize", x, *factor)
     for other in plan.outputs():
         if other is not o:
             pointwise.schedule_output(rec, plan, other, spec)
+
+
+def _host_parallel(rec: Recorder, o: hl.Func, label: str, x: hl.Var, n: Optional[int], outer: list[hl.Var], cores: int) -> hl.Var:
+    """Parallelize over ``outer`` (fused) if given, else over chunks of ``x``; returns the per-row Var."""
+    if outer:
+        prow = fuse_all(rec, o, outer, f"{label}_row") if len(outer) > 1 else outer[0]
+        rec(o, label, "parallel", prow)
+        return prow
+    per_task = 1 if n is None else -(-n // cores)
+    if per_task > 1:
+        rp, rr = hl.Var(f"{label}_task"), hl.Var(f"{label}_r")
+        rec(o, label, "split", x, rp, rr, per_task, GUARD)
+        rec(o, label, "parallel", rp)
+        return rr
+    rec(o, label, "parallel", x)
+    return x
 
 
 def _host_full_reduction(rec: Recorder, plan: Plan, f: hl.Func, spec: ScheduleSpec) -> None:
@@ -203,6 +217,10 @@ def _staged(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         rec(f, f.name(), "compute_root")
         args = list(f.args())
         if not args:
+            if plan.caps.gpu:
+                rec(f, f.name(), "gpu_single_thread")
+                if f.has_update_definition():
+                    rec(f.update(), f"{f.name()}.update()", "gpu_single_thread")
             continue
         if plan.caps.gpu:
             wg = spec.get("wg", 128)
