@@ -95,9 +95,7 @@ def _host_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
             rec(f, f.name(), "vectorize", x, *factor)
             rec(f.update(), f"{f.name()}.update()", "reorder", x, *f.rvars(0))
             rec(f.update(), f"{f.name()}.update()", "vectorize", x, *factor)
-    for other in plan.outputs():
-        if other is not o:
-            pointwise.schedule_output(rec, plan, other, spec)
+    _schedule_others(rec, plan, o, spec)
 
 
 def _host_parallel(rec: Recorder, o: hl.Func, label: str, x: hl.Var, n: Optional[int], outer: list[hl.Var], cores: int) -> hl.Var:
@@ -153,6 +151,11 @@ def _gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         wg = max(1, min(wg, pow2_floor(ext)))
     if not rows:
         _gpu_full(rec, plan, o, spec)
+        _schedule_others(rec, plan, o, spec)
+        return
+    if not in_row and not _inner_reduction(plan):
+        _gpu_outer(rec, plan, o, rows, spec)
+        _schedule_others(rec, plan, o, spec)
         return
     row = fuse_all(rec, o, rows, f"{label}_row") if len(rows) > 1 else rows[0]
     if in_row:
@@ -179,36 +182,101 @@ def _gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         rec(intm, il, "gpu_threads", u)
         rec(intm.update(), f"{il}.update()", "reorder", ro, u)
         rec(intm.update(), f"{il}.update()", "gpu_threads", u)
+    _schedule_others(rec, plan, o, spec)
+
+
+def _schedule_others(rec: Recorder, plan: Plan, primary: hl.Func, spec: ScheduleSpec) -> None:
     for other in plan.outputs():
-        if other is not o:
+        if other is not primary:
             pointwise.schedule_output(rec, plan, other, spec)
 
 
 def _gpu_full(rec: Recorder, plan: Plan, o: hl.Func, spec: ScheduleSpec) -> None:
-    """Reduction to a scalar on GPU: stage 1 many work-items reduce chunks, stage 2 one work-item."""
-    wg, split = spec.get("wg", 128), spec.get("split", 64)
+    """Reduction to a scalar on GPU in three stages: many coalesced work-items, then 32, then one."""
+    wg = spec.get("wg", 128)
     for f in plan.reductions():
         rec(f, f.name(), "compute_root")
-        if not f.has_update_definition():
-            continue
         ext = _reduction_extent(plan, f)
         lbl = f"{f.name()}.update()"
-        if ext is not None and ext >= 4 * split:
-            ro, ri = hl.RVar(f"{f.name()}_ro"), hl.RVar(f"{f.name()}_ri")
-            v = hl.Var(f"{f.name()}_chunk")
-            rec(f.update(), lbl, "split", f.rvars(0)[0], ro, ri, split, GUARD)
-            intm = rec(f.update(), lbl, "rfactor", ro, v)
-            il = f"{f.name()}_partial"
-            rec(intm, il, "compute_root")
-            bx, tx = hl.Var(f"{il}_wg"), hl.Var(f"{il}_wi")
-            rec(intm, il, "gpu_tile", v, bx, tx, wg, GUARD)
-            rec(intm.update(), f"{il}.update()", "gpu_tile", v, bx, tx, wg, GUARD)
+        chunks = min(spec.get("chunks", 16384), pow2_floor(ext // 64)) if ext else 0
+        if f.has_update_definition() and chunks >= 256:
+            ro, ri, v = hl.RVar(f"{f.name()}_ro"), hl.RVar(f"{f.name()}_ri"), hl.Var(f"{f.name()}_v")
+            rec(f.update(), lbl, "split", f.rvars(0)[0], ro, ri, chunks, GUARD)
+            stage1 = rec(f.update(), lbl, "rfactor", ri, v)  # stage1[v] = sum over ro of x[ro * chunks + v]
+            _gpu_tile_stages(rec, stage1, f"{f.name()}_stage1", v, wg)
+            ro2, ri2, u = hl.RVar(f"{f.name()}_ro2"), hl.RVar(f"{f.name()}_ri2"), hl.Var(f"{f.name()}_u")
+            rec(f.update(), lbl, "split", f.rvars(0)[0], ro2, ri2, 32, GUARD)
+            stage2 = rec(f.update(), lbl, "rfactor", ri2, u)
+            _gpu_tile_stages(rec, stage2, f"{f.name()}_stage2", u, 32)
         rec(f, f.name(), "gpu_single_thread")
-        rec(f.update(), lbl, "gpu_single_thread")
+        if f.has_update_definition():
+            rec(f.update(), lbl, "gpu_single_thread")
     if not o.args():
         rec(o, o.name(), "gpu_single_thread")
     else:
         pointwise.schedule_output(rec, plan, o, spec)
+
+
+def _gpu_tile_stages(rec: Recorder, f: hl.Func, label: str, v: hl.Var, wg: int) -> None:
+    bx, tx = hl.Var(f"{label}_wg"), hl.Var(f"{label}_wi")
+    rec(f, label, "compute_root")
+    rec(f, label, "gpu_tile", v, bx, tx, wg, GUARD)
+    rec(f.update(), f"{label}.update()", "gpu_tile", v, bx, tx, wg, GUARD)
+
+
+def _gpu_outer(rec: Recorder, plan: Plan, o: hl.Func, rows: list[hl.Var], spec: ScheduleSpec) -> None:
+    """Outer reduction: work-items across the contiguous kept dim (coalesced); long reductions split in chunks."""
+    label, wg = o.name(), spec.get("wg", 128)
+    x = next((v for v in rows if plan.is_contiguous(v)), rows[0])
+    others = [v for v in rows if v.name() != x.name()]
+    bx, tx = hl.Var(f"{label}_wg"), hl.Var(f"{label}_wi")
+    rec(o, label, "gpu_tile", x, bx, tx, wg, GUARD)
+    if others:
+        y = fuse_all(rec, o, others, f"{label}_row") if len(others) > 1 else others[0]
+        rec(o, label, "gpu_blocks", y)
+    ext = _reduction_extent(plan, o)
+    ncols = plan.var_extent(o, x)
+    for f in plan.reductions():
+        rec(f, f.name(), "compute_at", o, tx)
+        if not f.has_update_definition() or others or ext is None or ncols is None or ext < 256:
+            continue
+        chunks = max(2, min(pow2_floor(plan.caps.parallelism * 2048 // max(ncols, 1)), ext // 64))
+        if chunks < 4:
+            continue
+        fx = next((v for v in f.args() if plan.is_contiguous(v)), f.args()[0])
+        ro, ri, c = hl.RVar(f"{f.name()}_ro"), hl.RVar(f"{f.name()}_ri"), hl.Var(f"{f.name()}_chunk")
+        lbl = f"{f.name()}.update()"
+        rec(f.update(), lbl, "split", f.rvars(0)[0], ro, ri, -(-ext // chunks), GUARD)
+        part = rec(f.update(), lbl, "rfactor", ro, c)  # part[x, c] = sum of chunk c of column x
+        pl = f"{f.name()}_partial"
+        pbx, pby, ptx, pty = (hl.Var(f"{pl}_{n}") for n in ("bx", "by", "tx", "ty"))
+        rec(part, pl, "compute_root")
+        rec(part, pl, "gpu_tile", fx, c, pbx, pby, ptx, pty, wg, 1, GUARD)
+        rec(part.update(), f"{pl}.update()", "gpu_tile", fx, c, pbx, pby, ptx, pty, wg, 1, GUARD)
+
+
+def _gpu_row_reduce(rec: Recorder, plan: Plan, f: hl.Func, spec: ScheduleSpec) -> None:
+    """A reduction in its own kernel, one work-group per row, threads reduce into local memory."""
+    args = list(f.args())
+    row = fuse_all(rec, f, args, f.name()) if len(args) > 1 else args[0]
+    rec(f, f.name(), "gpu_blocks", row)
+    upd = f.update()
+    ext = _reduction_extent(plan, f)
+    wg = max(1, min(spec.get("wg", 128), pow2_floor(ext))) if ext else spec.get("wg", 128)
+    part = None
+    if wg >= 2:  # rfactor first: the partial must not inherit the update's block loops
+        ro, ri, u = hl.RVar(f"{f.name()}_ro"), hl.RVar(f"{f.name()}_ri"), hl.Var(f"{f.name()}_wi")
+        rec(upd, f"{f.name()}.update()", "split", f.rvars(0)[0], ro, ri, wg, GUARD)
+        part = rec(upd, f"{f.name()}.update()", "rfactor", ri, u)
+    urow = fuse_all(rec, upd, args, f"{f.name()}_u") if len(args) > 1 else args[0]
+    rec(upd, f"{f.name()}.update()", "gpu_blocks", urow)
+    if part is None:
+        return
+    pl = f"{f.name()}_partial"
+    rec(part, pl, "compute_at", f, urow)
+    rec(part, pl, "gpu_threads", u)
+    rec(part.update(), f"{pl}.update()", "reorder", ro, u)
+    rec(part.update(), f"{pl}.update()", "gpu_threads", u)
 
 
 def _staged(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
@@ -222,7 +290,9 @@ def _staged(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
                 if f.has_update_definition():
                     rec(f.update(), f"{f.name()}.update()", "gpu_single_thread")
             continue
-        if plan.caps.gpu:
+        if plan.caps.gpu and f.has_update_definition() and _inner_reduction(plan):
+            _gpu_row_reduce(rec, plan, f, spec)
+        elif plan.caps.gpu:
             wg = spec.get("wg", 128)
             x = fuse_all(rec, f, args, f.name()) if len(args) > 1 else args[0]
             bx, tx = hl.Var(f"{f.name()}_wg"), hl.Var(f"{f.name()}_wi")
