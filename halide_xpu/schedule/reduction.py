@@ -192,22 +192,22 @@ def _schedule_others(rec: Recorder, plan: Plan, primary: hl.Func, spec: Schedule
 
 
 def _gpu_full(rec: Recorder, plan: Plan, o: hl.Func, spec: ScheduleSpec) -> None:
-    """Reduction to a scalar on GPU in three stages: many coalesced work-items, then 32, then one."""
+    """Reduction to a scalar on GPU: a wide coalesced stage (~1k work-items per compute unit), then stages that
+    each shrink the partials 32×, then one work-item."""
     wg = spec.get("wg", 128)
     for f in plan.reductions():
         rec(f, f.name(), "compute_root")
         ext = _reduction_extent(plan, f)
         lbl = f"{f.name()}.update()"
-        chunks = min(spec.get("chunks", 16384), pow2_floor(ext // 64)) if ext else 0
-        if f.has_update_definition() and chunks >= 256:
-            ro, ri, v = hl.RVar(f"{f.name()}_ro"), hl.RVar(f"{f.name()}_ri"), hl.Var(f"{f.name()}_v")
-            rec(f.update(), lbl, "split", f.rvars(0)[0], ro, ri, chunks, GUARD)
-            stage1 = rec(f.update(), lbl, "rfactor", ri, v)  # stage1[v] = sum over ro of x[ro * chunks + v]
-            _gpu_tile_stages(rec, stage1, f"{f.name()}_stage1", v, wg)
-            ro2, ri2, u = hl.RVar(f"{f.name()}_ro2"), hl.RVar(f"{f.name()}_ri2"), hl.Var(f"{f.name()}_u")
-            rec(f.update(), lbl, "split", f.rvars(0)[0], ro2, ri2, 32, GUARD)
-            stage2 = rec(f.update(), lbl, "rfactor", ri2, u)
-            _gpu_tile_stages(rec, stage2, f"{f.name()}_stage2", u, 32)
+        width = min(pow2_floor(plan.caps.parallelism * spec.get("items_per_cu", 1024)), pow2_floor(ext // 64)) if ext else 0
+        stage = 0
+        while f.has_update_definition() and width >= 32:
+            stage += 1
+            ro, ri, v = (hl.RVar(f"{f.name()}_ro{stage}"), hl.RVar(f"{f.name()}_ri{stage}"), hl.Var(f"{f.name()}_v{stage}"))
+            rec(f.update(), lbl, "split", f.rvars(0)[0], ro, ri, width, GUARD)
+            part = rec(f.update(), lbl, "rfactor", ri, v)  # part[v] = sum over ro of values[ro * width + v]
+            _gpu_tile_stages(rec, part, f"{f.name()}_stage{stage}", v, min(wg, width))
+            width //= 32
         rec(f, f.name(), "gpu_single_thread")
         if f.has_update_definition():
             rec(f.update(), lbl, "gpu_single_thread")
