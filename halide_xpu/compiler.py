@@ -131,7 +131,7 @@ def build(meta: KernelMeta, source: str, workdir: Path) -> tuple[list[str], str]
         funcs = ns["algorithm"]()
         pipeline = hl.Pipeline([funcs[o] for o in meta.outputs])
         try:
-            lines = _autoschedule(pipeline, funcs, meta, target) if auto else schedule.apply(variant, meta, funcs, caps)
+            lines = _autoschedule(pipeline, funcs, meta, target) if auto else schedule.apply(variant, meta, funcs, caps, source)
             arguments = [hl.Argument(funcs.get(a.name + STORAGE_SUFFIX, funcs[a.name])) for a in meta.args if a.kind != "out"]
             outputs = {hl.OutputFileType.object: str(workdir / "kernel.o"), hl.OutputFileType.c_header: str(workdir / "kernel.h")}
             if os.environ.get("HALIDE_XPU_DUMP_STMT"):

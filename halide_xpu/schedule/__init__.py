@@ -44,7 +44,7 @@ def variants(meta: KernelMeta, caps: DeviceCaps) -> list[tuple[str, Variant]]:
     return [*found, ("none", _none)]
 
 
-def apply(variant: Variant, meta: KernelMeta, funcs: dict[str, Any], caps: DeviceCaps) -> list[str]:
+def apply(variant: Variant, meta: KernelMeta, funcs: dict[str, Any], caps: DeviceCaps, source: str = "") -> list[str]:
     rec = Recorder()
-    variant(rec, Plan(meta, funcs, caps), meta.schedule)
+    variant(rec, Plan(meta, funcs, caps, source), meta.schedule)
     return rec.lines

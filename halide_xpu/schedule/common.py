@@ -11,6 +11,8 @@ from ..meta import KernelMeta
 from ..target.targets import DeviceCaps
 
 _UNIQUE_SUFFIX = re.compile(r"\$\d+")  # Halide's suffix for re-created Func names, noise in a printed schedule
+_DEF = re.compile(r"^\s*(tmp\d+)\[[^\]]*\] = (.*)$", re.M)
+_TRANSCENDENTAL = re.compile(r"\b(hl\.(exp|log|erf|pow|sin|cos|tan|atan|atan2)|hx\.tanh_vec)\(")
 GUARD = hl.TailStrategy.GuardWithIf
 SHIFT = hl.TailStrategy.ShiftInwards
 
@@ -32,9 +34,12 @@ class Recorder:
 
     def __init__(self) -> None:
         self.lines: list[str] = []
+        self.history: dict[str, list[tuple[str, tuple]]] = {}  # directives applied to each Func's pure stage
 
     def __call__(self, stage: Any, label: str, method: str, *args: Any) -> Any:
         result = getattr(stage, method)(*args)
+        if isinstance(stage, hl.Func):
+            self.history.setdefault(stage.name(), []).append((method, args))
         line = f"{label}.{method}({', '.join(_fmt(a) for a in args)})"
         self.lines.append(_UNIQUE_SUFFIX.sub("", line))
         return result
@@ -46,14 +51,31 @@ class Recorder:
 class Plan:
     """The Funcs of one built algorithm plus what the kernel metadata says about them."""
 
-    def __init__(self, meta: KernelMeta, funcs: dict[str, Any], caps: DeviceCaps) -> None:
+    def __init__(self, meta: KernelMeta, funcs: dict[str, Any], caps: DeviceCaps, source: str = "") -> None:
         self.meta = meta
         self.funcs = funcs
         self.caps = caps
+        self.source = source
         self.extents = {v.name: v.static_extent for v in meta.loop_vars}
         self.reduction_var_names = {v.name for v in meta.loop_vars if v.reduction}
         self.contiguous_var_names = {v.name for v in meta.loop_vars if v.contiguous}
         self.out_specs = {a.name: a for a in meta.args if a.kind == "out"}
+
+    def shared_transcendentals(self) -> list[hl.Func]:
+        """Pure Funcs computing exp/log/… that several other Funcs read: worth storing once per row, not recomputing."""
+        defs: dict[str, str] = {}
+        for m in _DEF.finditer(self.source):
+            defs[m.group(1)] = defs.get(m.group(1), "") + "\n" + m.group(2)
+        found = []
+        for name, rhs in defs.items():
+            if not _TRANSCENDENTAL.search(rhs) or name in self.meta.reductions or "\n" in rhs.strip():
+                continue
+            users = sum(1 for other, r in defs.items() if other != name and re.search(rf"\b{name}\[", r))
+            users += sum(1 for line in self.source.splitlines() if re.match(rf"\s*out_ptr\d+\[.*\b{name}\[", line))
+            func = self.funcs.get(name)
+            if users >= 2 and isinstance(func, hl.Func) and not func.has_update_definition():
+                found.append(func)
+        return found
 
     def outputs(self) -> list[hl.Func]:
         return [self.funcs[n] for n in self.meta.outputs]

@@ -60,6 +60,7 @@ def _host_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     inner = _inner_reduction(plan)
     at: Optional[hl.Var] = None
     per_vector = False  # outer reduction computed per output vector (else per row of outer dims)
+    shareable = False
     cores = plan.caps.parallelism * spec.get("tasks_per_core", 4)
     x0_ext = plan.var_extent(o, rows[0]) if rows else None
     if rows and not inner and not in_row and x0_ext is not None and x0_ext >= vec:
@@ -74,10 +75,19 @@ def _host_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         nrows = total([plan.var_extent(o, v) for v in rows])
         row = fuse_all(rec, o, rows, f"{label}_row") if len(rows) > 1 else rows[0]
         at = _host_parallel(rec, o, label, row, nrows, [], cores)
+        shareable = nrows is not None and not in_row  # exact row splits: safe to share with compute_with
     if in_row:
         ext = plan.var_extent(o, in_row[0])
         if ext is not None and ext >= vec:
             rec(o, label, "vectorize", in_row[0], vec, SHIFT)
+    if at is not None:
+        # e.g. softmax's exp(x - max): computed once per row, read by the sum and by the output
+        for f in plan.shared_transcendentals():
+            lane = next((v for v in f.args() if plan.is_reduction_var(v)), None)
+            if lane is None:
+                continue
+            rec(f, f.name(), "compute_at", o, at)
+            rec(f, f.name(), "vectorize", lane, vec, GUARD)
     for f in plan.reductions():
         if at is None:
             rec(f, f.name(), "compute_root")
@@ -95,7 +105,17 @@ def _host_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
             rec(f, f.name(), "vectorize", x, *factor)
             rec(f.update(), f"{f.name()}.update()", "reorder", x, *f.rvars(0))
             rec(f.update(), f"{f.name()}.update()", "vectorize", x, *factor)
-    _schedule_others(rec, plan, o, spec)
+    names = [v.name() for v in o.args()]
+    for other in plan.outputs():
+        if other is o:
+            continue
+        if shareable and [v.name() for v in other.args()] == names and not other.has_update_definition():
+            # same loop nest as the primary output (e.g. var and mean): share it and the reductions in it
+            for method, margs in rec.history.get(o.name(), []):
+                rec(other, other.name(), method, *margs)
+            rec(other, other.name(), "compute_with", o, at)
+        else:
+            pointwise.schedule_output(rec, plan, other, spec)
 
 
 def _host_parallel(rec: Recorder, o: hl.Func, label: str, x: hl.Var, n: Optional[int], outer: list[hl.Var], cores: int) -> hl.Var:
@@ -105,6 +125,8 @@ def _host_parallel(rec: Recorder, o: hl.Func, label: str, x: hl.Var, n: Optional
         rec(o, label, "parallel", prow)
         return prow
     per_task = 1 if n is None else -(-n // cores)
+    while n is not None and per_task > 1 and n % per_task:  # prefer an exact split: no tail loop
+        per_task -= 1
     if per_task > 1:
         rp, rr = hl.Var(f"{label}_task"), hl.Var(f"{label}_r")
         rec(o, label, "split", x, rp, rr, per_task, GUARD)
