@@ -69,8 +69,9 @@ def _host_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         xo, lanes = hl.Var(f"{label}_xo"), hl.Var(f"{label}_lanes")
         rec(o, label, "split", rows[0], xo, lanes, vec, SHIFT)
         rec(o, label, "vectorize", lanes)
-        at = _host_parallel(rec, o, label, xo, x0_ext // vec, rows[1:], cores)
-        per_vector = not rows[1:]
+        task_row = _host_parallel(rec, o, label, xo, x0_ext // vec, rows[1:], cores)
+        at = xo if rows[1:] else task_row  # one output vector: the reduction's extent along x is exactly ``vec``
+        per_vector = True
     elif rows:
         nrows = total([plan.var_extent(o, v) for v in rows])
         row = fuse_all(rec, o, rows, f"{label}_row") if len(rows) > 1 else rows[0]
@@ -119,7 +120,7 @@ def _host_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
 
 
 def _host_parallel(rec: Recorder, o: hl.Func, label: str, x: hl.Var, n: Optional[int], outer: list[hl.Var], cores: int) -> hl.Var:
-    """Parallelize over ``outer`` (fused) if given, else over chunks of ``x``; returns the per-row Var."""
+    """Parallelize over ``outer`` (fused) if given, else over chunks of ``x``; returns the Var of one task's row."""
     if outer:
         prow = fuse_all(rec, o, outer, f"{label}_row") if len(outer) > 1 else outer[0]
         rec(o, label, "parallel", prow)
