@@ -46,6 +46,20 @@ def _bool(value: Any) -> bool:
     return bool(value)
 
 
+def _overrides(value: Any) -> dict[str, int]:
+    """``"wg=256,vector=4"`` or a dict → {name: int}: forces schedule tunables (for tuning by hand or script)."""
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, str):
+        items = [kv.split("=", 1) for kv in value.split(",") if kv.strip()]
+    else:
+        raise ValueError(f"expected 'name=int,...' or a dict, got {value!r}")
+    try:
+        return {str(k).strip(): int(v) for k, v in items}
+    except (TypeError, ValueError):
+        raise ValueError(f"schedule_overrides: expected 'name=int,...', got {value!r}") from None
+
+
 def _path(value: Any) -> str:
     if not isinstance(value, (str, os.PathLike)):
         raise ValueError(f"expected a path, got {value!r}")
@@ -62,6 +76,7 @@ _KNOBS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "scheduler": (_choice("scheduler", SCHEDULERS), "explicit"),
     "fallback": (_bool, True),
     "asserts": (_bool, True),
+    "schedule_overrides": (_overrides, {}),
     "cache_dir": (_path, os.path.join(os.path.expanduser("~"), ".cache", "halide_xpu")),
 }
 
@@ -137,3 +152,4 @@ scheduler: str
 fallback: bool
 asserts: bool
 cache_dir: str
+schedule_overrides: dict[str, int]

@@ -56,6 +56,15 @@ def test_bad_config_values(knob: str, value: str) -> None:
         setattr(config, knob, value)
 
 
+def test_schedule_overrides(target: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(config, "schedule_overrides", "vector=4,wg=64")
+    assert config.schedule_overrides == {"vector": 4, "wg": 64}
+    code = compile_and_check(lambda x: torch.softmax(x, -1) * 2, torch.randn(17, 50))
+    assert "('vector', 4)" in code and "('wg', 64)" in code
+    with pytest.raises(ValueError, match="schedule_overrides"):
+        config.schedule_overrides = "wg=big"
+
+
 def test_env_knobs_and_bad_env() -> None:
     env = {**os.environ, "HALIDE_XPU_CPU_TARGET": "host", "HALIDE_XPU_ASSERTS": "0"}
     code = "import halide_xpu.config as c; print(c.cpu_target, c.asserts)"

@@ -21,6 +21,7 @@ def default_spec(loop_vars: tuple[LoopVar, ...], has_reduction: bool, caps: Devi
         return ScheduleSpec(f"autoschedule:{config.scheduler}", (("parallelism", caps.parallelism),))
     family = reduction if has_reduction else pointwise
     params = family.default_params(caps.gpu, caps.vector_width)
+    params.update(config.schedule_overrides)
     if caps.gpu:
         params["wg"] = min(params["wg"], caps.max_work_group)
     return ScheduleSpec("reduction" if has_reduction else "pointwise", tuple(sorted(params.items())))
