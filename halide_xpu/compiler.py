@@ -12,14 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from . import cache, schedule, stats
-from .meta import DTYPES, ArgSpec, KernelMeta
+from .meta import DTYPES, STORAGE_SUFFIX, ArgSpec, KernelMeta
 from .runtime import KernelLauncher
 from .target import targets
 
 log = logging.getLogger(__name__)
 
 FN_NAME = "hx_kernel"
-STORAGE_SUFFIX = "__storage"  # matches kernel.STORAGE_SUFFIX (kept here so the runtime side needs no torch)
 _memory: dict[str, KernelLauncher] = {}
 _memory_lock = threading.Lock()
 

@@ -12,7 +12,7 @@ from torch._inductor.utils import IndentedBuffer
 from torch._inductor.virtualized import V
 
 from . import config, stats
-from .meta import ArgSpec, KernelMeta, LoopVar
+from .meta import STORAGE_SUFFIX, ArgSpec, KernelMeta, LoopVar
 from .overrides import HalideXpuOverrides
 from .schedule import default_spec
 from .target import targets
@@ -20,7 +20,6 @@ from .target import targets
 log = logging.getLogger(__name__)
 
 
-STORAGE_SUFFIX = "__storage"  # generated name of an ImageParam wrapped by a converting Func
 _BF16_STORE = re.compile(r"^(\s*out_ptr\d+\[[^=]*\] = )hl\.cast\(hl\.BFloat\(16\), ")
 
 
@@ -98,6 +97,7 @@ class HalideXpuKernel(HalideKernel):
         return cexpr(expr)
 
     def xpu_meta(self) -> KernelMeta:
+        """Metadata of the kernel. Not cached: rendering the source can add size args that the final meta needs."""
         args = []
         for _, arg in self.halide_argdefs():
             if isinstance(arg, SizeArg):

@@ -4,6 +4,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
+STORAGE_SUFFIX = "__storage"  # generated name of an ImageParam that a converting Func wraps (bf16 as bits)
+
 # torch dtype name -> (halide type code, bits, C element type, element size in bytes)
 # halide_type_code_t: 0 int, 1 uint, 2 float, 3 handle, 4 bfloat
 DTYPES: dict[str, tuple[int, int, str, int]] = {
