@@ -196,17 +196,7 @@ def _gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         rec(f, f.name(), "compute_at", o, row)
         if not f.has_update_definition() or wg < 2:
             continue
-        rvars = f.rvars(0)
-        ro, ri = hl.RVar(f"{f.name()}_ro"), hl.RVar(f"{f.name()}_ri")
-        u = hl.Var(f"{f.name()}_wi")
-        lbl = f"{f.name()}.update()"
-        rec(f.update(), lbl, "split", rvars[0], ro, ri, wg, GUARD)
-        intm = rec(f.update(), lbl, "rfactor", ri, u)
-        il = f"{f.name()}_partial"
-        rec(intm, il, "compute_at", o, row)
-        rec(intm, il, "gpu_threads", u)
-        rec(intm.update(), f"{il}.update()", "reorder", ro, u)
-        rec(intm.update(), f"{il}.update()", "gpu_threads", u)
+        _place_on_threads(rec, _rfactor_across(rec, f, wg), (o, row))
     _schedule_others(rec, plan, o, spec)
 
 
@@ -288,17 +278,27 @@ def _gpu_row_reduce(rec: Recorder, plan: Plan, f: hl.Func, spec: ScheduleSpec) -
     upd = f.update()
     ext = _reduction_extent(plan, f)
     wg = max(1, min(spec.get("wg", 128), pow2_floor(ext))) if ext else spec.get("wg", 128)
-    part = None
-    if wg >= 2:  # rfactor first: the partial must not inherit the update's block loops
-        ro, ri, u = hl.RVar(f"{f.name()}_ro"), hl.RVar(f"{f.name()}_ri"), hl.Var(f"{f.name()}_wi")
-        rec(upd, f"{f.name()}.update()", "split", f.rvars(0)[0], ro, ri, wg, GUARD)
-        part = rec(upd, f"{f.name()}.update()", "rfactor", ri, u)
+    # rfactor first: the partial must not inherit the update's block loops
+    split = _rfactor_across(rec, f, wg) if wg >= 2 else None
     urow = fuse_all(rec, upd, args, f"{f.name()}_u") if len(args) > 1 else args[0]
     rec(upd, f"{f.name()}.update()", "gpu_blocks", urow)
-    if part is None:
-        return
-    pl = f"{f.name()}_partial"
-    rec(part, pl, "compute_at", f, urow)
+    if split is not None:
+        _place_on_threads(rec, split, (f, urow))
+
+
+def _rfactor_across(rec: Recorder, f: hl.Func, wg: int) -> tuple[hl.Func, hl.RVar, hl.Var]:
+    """Split the reduction by ``wg`` and rfactor: one partial per work-item, each striding over the row."""
+    ro, ri, u = hl.RVar(f"{f.name()}_ro"), hl.RVar(f"{f.name()}_ri"), hl.Var(f"{f.name()}_wi")
+    rec(f.update(), f"{f.name()}.update()", "split", f.rvars(0)[0], ro, ri, wg, GUARD)
+    part = rec(f.update(), f"{f.name()}.update()", "rfactor", ri, u)
+    return part, ro, u
+
+
+def _place_on_threads(rec: Recorder, split: tuple[hl.Func, hl.RVar, hl.Var], at: tuple[hl.Func, hl.Var]) -> None:
+    """Compute the partials inside the work-group at ``at``, one work-item per partial (local memory)."""
+    part, ro, u = split
+    pl = part.name()
+    rec(part, pl, "compute_at", at[0], at[1])
     rec(part, pl, "gpu_threads", u)
     rec(part.update(), f"{pl}.update()", "reorder", ro, u)
     rec(part.update(), f"{pl}.update()", "gpu_threads", u)
