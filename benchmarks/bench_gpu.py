@@ -107,6 +107,21 @@ def run_case(name: str, fn: Callable[..., Any], inputs: tuple, backend: str) -> 
     return row
 
 
+def opencl_rows(launchers: list[Any]) -> dict[str, Any]:
+    """The case's kernels under the OpenCL target (device-resident buffers) vs the same kernels on CUDA."""
+    from opencl_resident import measure
+
+    try:
+        kernels = [measure(lau) for lau in launchers]
+    except Exception as e:  # recorded, the suite goes on
+        return {"failed": True, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"}
+    cuda_us = sum(k["cuda_us"] for k in kernels)
+    opencl_us = sum(k["opencl_us"] for k in kernels)
+    diffs = [k["max_abs_diff_vs_cuda"] for k in kernels if k["max_abs_diff_vs_cuda"] is not None]
+    return {"kernels": kernels, "cuda_us": cuda_us, "opencl_us": opencl_us, "opencl_vs_cuda": opencl_us / cuda_us,
+            "max_abs_diff_vs_cuda": max(diffs, default=None)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--size", type=int, default=8192, help="matrix side of every kernel's inputs")
@@ -114,6 +129,9 @@ def main() -> int:
     ap.add_argument("--backends", default="eager,triton,hx_cuda,upstream_halide")
     ap.add_argument("--upstream-kernels", type=int, default=3, help="run upstream halide on the first N kernels only")
     ap.add_argument("--out", default="")
+    ap.add_argument("--opencl", action=argparse.BooleanOptionalAction, default=True,
+                    help="also run each hx_cuda kernel under Halide's OpenCL target, buffers resident on the OpenCL device")
+    ap.add_argument("--models", action=argparse.BooleanOptionalAction, default=True, help="also run the model suite")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("no CUDA device", file=sys.stderr)
@@ -138,6 +156,8 @@ def main() -> int:
                 res["gbs"] = res["bytes"] / (res["us"] * 1e-6) / 1e9
                 res["copy_fraction"] = res["gbs"] / copy_gbs
             row["results"][b] = res
+            if b == "hx_cuda" and args.opencl and res.get("correct"):
+                row["opencl_resident"] = opencl_rows(list(compiler._memory.values()))
         rows.append(row)
         del inputs
         torch.cuda.empty_cache()
@@ -160,12 +180,32 @@ def main() -> int:
               f"Device copy bandwidth (read+write) measured in this run: {copy_gbs:.0f} GB/s. Ratios are time / "
               "Inductor+Triton in the same run (lower is better); upstream halide ran on the first "
               f"{args.upstream_kernels} kernels only.\n\n")
+    ocl = [r["opencl_resident"] for r in rows if "opencl_vs_cuda" in r.get("opencl_resident", {})]
+    if ocl:
+        summary["opencl_vs_cuda_geomean"] = geomean([o["opencl_vs_cuda"] for o in ocl])
+        table += ("\n## OpenCL target on this GPU (Halide's OpenCL runtime, buffers resident on the device)\n\n"
+                  "| kernel | CUDA target µs (kernels only) | OpenCL target µs | OpenCL / CUDA | max abs diff vs CUDA |\n"
+                  "|---|---:|---:|---:|---:|\n")
+        for r in rows:
+            o = r.get("opencl_resident", {})
+            if "opencl_vs_cuda" in o:
+                diff = o["max_abs_diff_vs_cuda"]
+                table += (f"| {r['name']} | {o['cuda_us']:.1f} | {o['opencl_us']:.1f} | {o['opencl_vs_cuda']:.2f} | "
+                          f"{'-' if diff is None else f'{diff:.2g}'} |\n")
+            elif o:
+                table += f"| {r['name']} | | fail: {o.get('error')} | | |\n"
+        table += f"\n- **opencl_vs_cuda_geomean**: {summary['opencl_vs_cuda_geomean']:.3f}\n"
+        (out_dir / "kernels.json").write_text(json.dumps({"meta": meta, "summary": summary, "rows": rows}, indent=1))
     (out_dir / "kernels.md").write_text(header + table)
     try:
         plot(rows, backends, out_dir / "kernels.png", anchor="triton", anchor_label="Inductor + Triton")
     except ImportError:
         print("matplotlib missing: no PNG (python benchmarks/plot_results.py makes it from kernels.json)", file=sys.stderr)
     print(header + table)
+    if args.models:
+        import bench_models
+
+        bench_models.run(1, bench_models.GPU_BACKENDS, "triton", True, out_dir, 0.3)
     return 0
 
 

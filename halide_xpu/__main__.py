@@ -21,6 +21,10 @@ def main(argv: list[str] | None = None) -> int:
         if not opencl_devices.list_devices():
             print("OpenCL: no device (pip install intel-opencl-rt, or apt-get install pocl-opencl-icd)")
         print("selected:", (opencl_devices.select_device() or "none"))
+        from .target import sycl_devices
+
+        why = sycl_devices.available()
+        print("SYCL emulation (cpu_target='sycl'):", why or sycl_devices.emulation_info())
         for k, v in config.knobs().items():
             print(f"config.{k} = {v!r}")
         print("resolved cpu_target =", config.resolved_cpu_target)

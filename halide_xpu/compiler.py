@@ -9,12 +9,13 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Optional
 
 from . import cache, schedule, stats
 from .meta import DTYPES, STORAGE_SUFFIX, ArgSpec, KernelMeta
 from .runtime import KernelLauncher
 from .target import targets
+from .target.targets import DeviceCaps
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,21 @@ def halide_include_dir() -> str:
     assert spec is not None and spec.submodule_search_locations, "halide is not installed"
     return os.path.join(spec.submodule_search_locations[0], "include")
 
+
+@functools.lru_cache(maxsize=None)
+def native_source(name: str) -> str:
+    """Text of a C++ file in ``halide_xpu/native``."""
+    return (Path(__file__).parent / "native" / name).read_text()
+
+
+# The sycl target's kernels call the USM runtime where Halide's OpenCL target calls its OpenCL runtime.
+USM_RENAMES = {f"halide_opencl_{n}": f"hx_usm_{n}" for n in ("initialize_kernels", "run", "finalize_kernels", "device_interface")}
+
+USM_DECLS = """\
+extern "C" const halide_device_interface_t *hx_usm_device_interface();
+extern "C" int hx_usm_check_pointer(void *queue, const void *ptr, const char *arg);
+extern "C" void hx_usm_wait(void *queue);
+"""
 
 GLUE_PRELUDE = """\
 #include <cstdint>
@@ -54,15 +70,24 @@ static inline void hx_buffer(halide_buffer_t *b, halide_dimension_t *dims, int n
 
 
 def glue_source(meta: KernelMeta) -> str:
-    """C++ entry ``hx_launch(pointers..., scalars...)`` that wraps raw pointers in halide_buffer_t."""
+    """C++ entry ``hx_launch(pointers..., scalars..., [stream])`` that wraps raw pointers in halide_buffer_t."""
     params = []
     for a in meta.call_args:
         params.append(f"{'int64_t' if a.dtype == 'int64' else 'int32_t'} {a.name}" if a.kind == "scalar" else f"void *{a.name}")
-    cuda = meta.target == "cuda"
+    in_place = meta.target in ("cuda", "sycl")  # device pointers used in place: never copied, never freed
+    interface = "halide_cuda_device_interface()" if meta.target == "cuda" else "hx_usm_device_interface()"
     body, call = [], []
-    if meta.takes_stream:
+    if meta.glue_takes_stream:
         params.append("void *stream")
         call.append("stream")
+    if meta.target == "sycl":
+        pointers = [a.name for a in meta.call_args if a.is_buffer]
+        body.append(f"  void *hx_any = nullptr;  // zero-size tensors may have no storage: any USM pointer of the call")
+        for n in pointers:
+            body.append(f'  if ({n}) {{ if (int e = hx_usm_check_pointer(stream, {n}, "{n}")) return e; hx_any = {n}; }}')
+        body.append("  if (!hx_any) return 0;  // every tensor is empty")
+        for n in pointers:
+            body.append(f"  if (!{n}) {n} = hx_any;")
     for i, a in enumerate(meta.args):
         if a.kind == "scalar":
             call.append(a.name)
@@ -75,17 +100,19 @@ def glue_source(meta: KernelMeta) -> str:
         flags = "halide_buffer_flag_host_dirty" if a.kind == "in" else "0"
         ptr = f"static_cast<uint8_t *>({base}) + ({a.offset}) * {size}"
         body.append(f"  halide_buffer_t b{i};")
-        if cuda:  # torch's device memory, used in place: never copied, never freed by Halide
+        if in_place:
             body.append(f"  hx_buffer(&b{i}, d{i}, {len(a.shape)}, nullptr, {code}, {bits}, halide_buffer_flag_device_dirty);")
             body.append(f"  b{i}.device = reinterpret_cast<uint64_t>({ptr});")
-            body.append(f"  b{i}.device_interface = halide_cuda_device_interface();")
+            body.append(f"  b{i}.device_interface = {interface};")
         else:
             body.append(f"  hx_buffer(&b{i}, d{i}, {len(a.shape)}, {ptr}, {code}, {bits}, {flags});")
         call.append(f"&b{i}")
-    prelude = GLUE_PRELUDE + ('#include "HalideRuntimeCuda.h"\n' if cuda else "")
+    prelude = GLUE_PRELUDE + {"cuda": '#include "HalideRuntimeCuda.h"\n', "sycl": USM_DECLS}.get(meta.target, "")
     lines = [prelude, f'extern "C" int hx_launch({", ".join(params)}) {{', *body]
     lines.append(f"  int err = {FN_NAME}({', '.join(call)});")
-    if not cuda:  # host pointers: bring results back, release the device copies Halide made
+    if meta.target == "sycl" and meta.device_type == "cpu":  # emulation: host code reads the results next
+        lines.append("  if (!err) hx_usm_wait(stream);")
+    if not in_place:  # host pointers: bring results back, release the device copies Halide made
         for i, a in enumerate(meta.args):
             if a.kind == "out":
                 lines.append(f"  if (!err && b{i}.device) err = halide_copy_to_host(nullptr, &b{i});")
@@ -94,6 +121,14 @@ def glue_source(meta: KernelMeta) -> str:
                 lines.append(f"  if (b{i}.device) halide_device_free(nullptr, &b{i});")
     lines += ["  return err;", "}", ""]
     return "\n".join(lines)
+
+
+def _rename_device_api(obj: Path) -> None:
+    """Point the OpenCL target's device calls in ``obj`` at the USM runtime (see usm.py)."""
+    args = [f"--redefine-sym={old}={new}" for old, new in USM_RENAMES.items()]
+    proc = subprocess.run(["objcopy", *args, str(obj)], capture_output=True, text=True)
+    if proc.returncode:
+        raise RuntimeError(f"halide_xpu: objcopy (binutils) failed on {obj}: {proc.stderr}")
 
 
 def _autoschedule(pipeline: Any, funcs: dict[str, Any], meta: KernelMeta, target: Any) -> list[str]:
@@ -113,14 +148,16 @@ def _autoschedule(pipeline: Any, funcs: dict[str, Any], meta: KernelMeta, target
     return [f"# autoscheduler {name}"]
 
 
-def build(meta: KernelMeta, source: str, workdir: Path) -> tuple[list[str], str]:
-    """Compile ``source`` for ``meta`` into ``workdir/kernel.so``; returns (schedule lines, variant name)."""
+def compile_scheduled(
+    meta: KernelMeta, source: str, compile_fn: Callable[[Any, list[Any], Any], Any], caps: Optional[DeviceCaps] = None
+) -> tuple[Any, list[str], str]:
+    """Run the algorithm, apply the first schedule variant Halide accepts and ``compile_fn(pipeline, arguments,
+    target)`` it; returns (compile_fn's result, schedule lines, variant name)."""
     import halide as hl
 
-    code = compile(source, f"<halide_xpu kernel in {workdir.name}>", "exec")
-    (workdir / "kernel.py").write_text(source)
+    code = compile(source, "<halide_xpu kernel>", "exec")
     target = hl.Target(meta.halide_target)
-    caps = targets.device_caps(meta.target)
+    caps = caps or targets.device_caps(meta.target, meta.device_type, meta.device_index)
     auto = meta.schedule.family.startswith("autoschedule:")
     candidates = [("autoschedule", None)] if auto else schedule.variants(meta, caps)
     errors = []
@@ -132,15 +169,7 @@ def build(meta: KernelMeta, source: str, workdir: Path) -> tuple[list[str], str]
         try:
             lines = _autoschedule(pipeline, funcs, meta, target) if auto else schedule.apply(variant, meta, funcs, caps, source)
             arguments = [hl.Argument(funcs.get(a.name + STORAGE_SUFFIX, funcs[a.name])) for a in meta.args if a.kind != "out"]
-            outputs = {hl.OutputFileType.object: str(workdir / "kernel.o"), hl.OutputFileType.c_header: str(workdir / "kernel.h")}
-            if os.environ.get("HALIDE_XPU_DUMP_STMT"):
-                outputs[hl.OutputFileType.stmt] = str(workdir / "kernel.stmt")
-            pipeline.compile_to(
-                outputs,
-                arguments,
-                FN_NAME,
-                target,
-            )
+            result = compile_fn(pipeline, arguments, target)
             stats.counters["halide_compiles"] += 1
             break
         except hl.HalideError as e:
@@ -150,6 +179,20 @@ def build(meta: KernelMeta, source: str, workdir: Path) -> tuple[list[str], str]
         raise RuntimeError("halide_xpu: every schedule failed to compile:\n" + "\n".join(errors))
     if errors:
         log.info("halide_xpu: using schedule variant %r after %d rejected", name, len(errors))
+    return result, lines, name
+
+
+def build(meta: KernelMeta, source: str, workdir: Path) -> tuple[list[str], str]:
+    """Compile ``source`` for ``meta`` into ``workdir/kernel.so``; returns (schedule lines, variant name)."""
+    import halide as hl
+
+    (workdir / "kernel.py").write_text(source)
+    outputs = {hl.OutputFileType.object: str(workdir / "kernel.o"), hl.OutputFileType.c_header: str(workdir / "kernel.h")}
+    if os.environ.get("HALIDE_XPU_DUMP_STMT"):
+        outputs[hl.OutputFileType.stmt] = str(workdir / "kernel.stmt")
+    _, lines, name = compile_scheduled(meta, source, lambda p, args, target: p.compile_to(outputs, args, FN_NAME, target))
+    if meta.target == "sycl":
+        _rename_device_api(workdir / "kernel.o")
     (workdir / "glue.cpp").write_text(glue_source(meta))
     (workdir / "schedule.txt").write_text("\n".join(lines) + "\n")
     subprocess.run(
@@ -162,8 +205,16 @@ def build(meta: KernelMeta, source: str, workdir: Path) -> tuple[list[str], str]
     return lines, name
 
 
+@functools.lru_cache(maxsize=None)
+def code_version() -> str:
+    """Digest of the code that shapes a built kernel (schedules, glue, native runtime): part of every cache key."""
+    root = Path(__file__).parent
+    files = sorted([*root.glob("schedule/*.py"), root / "compiler.py", *root.glob("target/*.py"), *root.glob("native/*.cpp")])
+    return cache.cache_key(*(f.read_text() for f in files))
+
+
 def kernel_key(meta: KernelMeta, source: str) -> str:
-    return cache.cache_key(source, repr(meta))
+    return cache.cache_key(source, repr(meta), code_version())
 
 
 def load(meta: KernelMeta, source: str) -> KernelLauncher:

@@ -9,9 +9,9 @@ from typing import Any, Callable, Optional
 
 log = logging.getLogger(__name__)
 
-CPU_TARGETS = ("opencl", "host")
+CPU_TARGETS = ("opencl", "host", "sycl")  # sycl: the XPU runtime (USM, SYCL queue) emulated on a CPU device
 CUDA_TARGETS = ("cuda",)  # CUDA tensors need a CUDA-pointer target; OpenCL on NVIDIA runs via cpu_target
-XPU_TARGETS = ("opencl",)
+XPU_TARGETS = ("sycl",)  # torch XPU tensors are USM pointers on a SYCL queue (usm.py)
 SCHEDULERS = ("explicit", "Mullapudi2016", "Adams2019", "Li2018", "Anderson2021")
 DEVICE_TYPES = ("cpu", "gpu", "accelerator")
 
@@ -70,7 +70,8 @@ def _path(value: Any) -> str:
 _KNOBS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "cpu_target": (_optional_choice("cpu_target", CPU_TARGETS), None),
     "cuda_target": (_choice("cuda_target", CUDA_TARGETS), "cuda"),
-    "xpu_target": (_choice("xpu_target", XPU_TARGETS), "opencl"),
+    "xpu_target": (_choice("xpu_target", XPU_TARGETS), "sycl"),
+    "sycl_device": (_optional_str, None),  # dpctl filter string for the sycl emulation device, e.g. "opencl:cpu:0"
     "opencl_platform": (_optional_str, None),
     "opencl_device_type": (_optional_choice("opencl_device_type", DEVICE_TYPES), None),
     "scheduler": (_choice("scheduler", SCHEDULERS), "explicit"),
@@ -91,6 +92,10 @@ class _ConfigModule(types.ModuleType):
                 from .target import opencl_devices
 
                 opencl_devices.select_device.cache_clear()
+            if name == "sycl_device":
+                from .target import sycl_devices
+
+                sycl_devices.emulation_device.cache_clear()
         super().__setattr__(name, value)
 
     @property
@@ -148,6 +153,7 @@ cuda_target: str
 xpu_target: str
 opencl_platform: Optional[str]
 opencl_device_type: Optional[str]
+sycl_device: Optional[str]
 scheduler: str
 fallback: bool
 asserts: bool

@@ -128,7 +128,7 @@ class HalideXpuKernel(HalideKernel):
         outputs = tuple(a.name for a in args if a.kind == "out")
         target = self.target_name()
         device = V.graph.get_current_device_or_throw()
-        caps = targets.device_caps(target)
+        caps = targets.device_caps(target, device.type, max(device.index or 0, 0))
         return KernelMeta(
             args=tuple(args),
             target=target,
@@ -138,6 +138,7 @@ class HalideXpuKernel(HalideKernel):
             reductions=tuple(self.reduction_funcs),
             schedule=default_spec(loop_vars, bool(self.reduction_funcs), caps),
             device_index=max(device.index or 0, 0),
+            device_type=device.type,
         )
 
     # ---------------------------------------------------------------- source

@@ -80,18 +80,24 @@ class KernelMeta:
     """Everything needed to compile and call one generated Halide pipeline."""
 
     args: tuple[ArgSpec, ...]
-    target: str  # halide_xpu target name: "host" | "opencl" | "cuda" | "sycl"
+    target: str  # halide_xpu target name: "host" | "opencl" | "cuda" | "sycl" (USM runtime, usm.py)
     halide_target: str  # full Halide target string
     loop_vars: tuple[LoopVar, ...] = ()
     outputs: tuple[str, ...] = ()  # Func names of the pipeline outputs, in Halide argument order
     reductions: tuple[str, ...] = ()  # Func names holding reduction results
     schedule: ScheduleSpec = ScheduleSpec("pointwise")
     device_index: int = 0
+    device_type: str = "cpu"  # torch device type of the tensors: cpu | cuda | xpu
 
     @property
     def takes_stream(self) -> bool:
-        """CUDA kernels get torch's current stream as Halide's user_context (last call argument)."""
-        return self.target == "cuda"
+        """Inductor's wrapper passes torch's current raw stream (last call argument) on GPU devices."""
+        return self.device_type != "cpu"
+
+    @property
+    def glue_takes_stream(self) -> bool:
+        """The kernel gets a queue/stream as Halide's user_context: torch's, or the emulation's sycl queue."""
+        return self.target in ("cuda", "sycl")
 
     @property
     def bf16_as_bits(self) -> bool:

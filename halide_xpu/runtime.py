@@ -36,56 +36,28 @@ def _on_error(_ctx: Any, msg: bytes) -> None:
 _error_callback = _ERROR_HANDLER(_on_error)
 
 
-CUDA_HOOKS = r"""
-// Halide's CUDA runtime uses torch's current context and the stream passed as user_context.
-#include <dlfcn.h>
-#include "HalideRuntimeCuda.h"
-typedef int (*ctx_get_t)(void **);
-static ctx_get_t ctx_get() {
-  static ctx_get_t fn = nullptr;
-  if (!fn) {
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
-    fn = lib ? (ctx_get_t)dlsym(lib, "cuCtxGetCurrent") : nullptr;
-  }
-  return fn;
-}
-static int acquire(void *, void **ctx, bool) {
-  ctx_get_t fn = ctx_get();
-  return fn ? fn(ctx) : -1;
-}
-static int release(void *) { return 0; }
-static int get_stream(void *user_context, void *, void **stream) {
-  *stream = user_context;
-  return 0;
-}
-static int install() {
-  halide_set_cuda_acquire_context(&acquire);
-  halide_set_cuda_release_context(&release);
-  halide_set_cuda_get_stream(&get_stream);
-  return 0;
-}
-static int installed = install();
-"""
-
-
 def _build_runtime(target: str) -> Path:
     import halide as hl
 
-    from .compiler import halide_include_dir
+    from .compiler import halide_include_dir, native_source
 
-    d = cache.cache_root() / f"runtime-{target}-{cache.FORMAT_VERSION}"
+    names = ["usm_device.cpp"] + (["cuda_hooks.cpp"] if "cuda" in target.split("-") else [])
+    sources = {n: native_source(n) for n in names}
+    digest = cache.cache_key(*sources.values())[:12]
+    d = cache.cache_root() / f"runtime-{target}-{cache.FORMAT_VERSION}-{digest}"
     lib = d / "libhalide_xpu_runtime.so"
     if lib.exists():
         return lib
     work = cache.new_workdir()
     obj = work / "runtime.o"
     hl.compile_standalone_runtime(str(obj), hl.Target(target))
-    sources = [str(obj)]
-    if "cuda" in target.split("-"):
-        (work / "cuda_hooks.cpp").write_text(CUDA_HOOKS)
-        sources.append(str(work / "cuda_hooks.cpp"))
+    files = [str(obj)]
+    for name, text in sources.items():
+        (work / name).write_text(text)
+        files.append(str(work / name))
     subprocess.check_call(
-        ["c++", "-shared", "-fPIC", f"-I{halide_include_dir()}", *sources, "-o", str(work / lib.name), "-ldl", "-lpthread"]
+        ["c++", "-O2", "-std=c++17", "-shared", "-fPIC", f"-I{halide_include_dir()}", *files, "-o", str(work / lib.name),
+         "-ldl", "-lpthread"]
     )
     try:
         os.rename(work, d)
@@ -127,6 +99,17 @@ class KernelLauncher:
         halide_runtime()
         if meta.target == "opencl":
             _used_device_apis.add("opencl")
+        self._queue = None  # supplies the sycl queue when the caller passes none (the CPU emulation)
+        if meta.target == "sycl":
+            from . import usm
+            from .target import sycl_devices
+
+            usm.runtime()
+            if meta.device_type == "cpu":
+                usm.default_queue()
+                self._queue = usm.current_queue_ref
+            else:
+                usm.configure(sycl_devices.device_info(meta.device_type, meta.device_index))
         self.meta = meta
         self.library = library
         self.schedule = schedule
@@ -137,7 +120,7 @@ class KernelLauncher:
         fn.argtypes = [
             (ctypes.c_int64 if a.dtype == "int64" else ctypes.c_int32) if a.kind == "scalar" else ctypes.c_void_p
             for a in meta.call_args
-        ] + ([ctypes.c_void_p] if meta.takes_stream else [])
+        ] + ([ctypes.c_void_p] if meta.glue_takes_stream else [])
         self._fn = fn
         self._is_buffer = [a.is_buffer for a in meta.call_args] + ([False] if meta.takes_stream else [])
 
@@ -151,6 +134,8 @@ class KernelLauncher:
         if len(args) < len(self._is_buffer):
             raise TypeError(f"kernel expects {len(self._is_buffer)} arguments, got {len(args)}")
         ptrs = [a.data_ptr() if buf else a for a, buf in zip(args, self._is_buffer)]
+        if self._queue is not None:
+            ptrs.append(self._queue())
         err = self._fn(*ptrs)
         if err:
             msg = getattr(_errors, "last", "")

@@ -10,15 +10,20 @@ import torch
 from torch._inductor.utils import run_and_get_code
 
 import halide_xpu
-from halide_xpu.target import opencl_devices
+from halide_xpu.target import opencl_devices, sycl_devices
 
-CPU_TARGETS = ["host", "opencl"]
+CPU_TARGETS = ["host", "opencl", "sycl"]
 TARGETS = CPU_TARGETS + (["cuda"] if torch.cuda.is_available() else [])
 _current: dict[str, str] = {}
 
 
 def opencl_available() -> bool:
     return opencl_devices.select_device() is not None
+
+
+def sycl_unavailable() -> str | None:
+    """Why the sycl emulation cannot run here (None when it can)."""
+    return sycl_devices.available()
 
 
 @pytest.fixture(autouse=True)
@@ -34,6 +39,15 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
 def target(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param == "opencl" and not opencl_available():
         pytest.skip("no OpenCL device")
+    if request.param == "sycl":
+        why = sycl_unavailable()
+        if why:
+            pytest.skip(why)
+        from halide_xpu import usm
+
+        scope = usm.usm_tensors()  # the emulation's XPU tensors: every CPU tensor of the test lives in USM
+        scope.__enter__()
+        request.addfinalizer(lambda: scope.__exit__(None, None, None))
     if request.param == "cuda":
         monkeypatch.setattr(torch._inductor.config, "cuda_backend", "halide_xpu")
     else:
@@ -45,10 +59,18 @@ def target(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
 
 
 def on_target(x: Any) -> Any:
-    """Move tensors to the device of the current target (CUDA tests reuse the CPU graphs)."""
-    if _current.get("target") != "cuda":
+    """Move tensors to the device of the current target (CUDA tests reuse the CPU graphs; the sycl emulation
+    needs them in USM, views kept)."""
+    target = _current.get("target")
+    if target == "cuda":
+        move = lambda t: t.cuda()  # noqa: E731
+    elif target == "sycl":
+        from halide_xpu import usm
+
+        move = usm.to_usm
+    else:
         return x
-    return torch.utils._pytree.tree_map(lambda t: t.cuda() if isinstance(t, torch.Tensor) else t, x)
+    return torch.utils._pytree.tree_map(lambda t: move(t) if isinstance(t, torch.Tensor) else t, x)
 
 
 def fallback_kernel_marker() -> str:
@@ -69,14 +91,32 @@ def compile_and_check(
     """Compile ``fn``, compare every output with eager, assert halide-xpu generated the kernels; returns the wrapper."""
     halide_xpu.stats.reset()
     args = on_target(args)
+    target = _current.get("target", halide_xpu.config.cpu_target)
+    before = _usm_counters(target)
     expected = fn(*args)
     compiled = torch.compile(fn, dynamic=dynamic, fullgraph=True)
     actual, codes = run_and_get_code(compiled, *args)
     torch.testing.assert_close(actual, expected, atol=atol, rtol=rtol, equal_nan=True)
     code = "\n".join(codes)
-    target = _current.get("target", halide_xpu.config.cpu_target)
+    if target == "sycl":  # the USM runtime ran our kernels and never copied between host and device
+        after = _usm_counters(target)
+        assert after["launches"] > before["launches"], "no kernel ran through the USM runtime"
+        assert after["copies_to_host"] == before["copies_to_host"], (before, after)
+        assert after["copies_to_device"] == before["copies_to_device"], (before, after)
     assert KERNEL_CALL.search(code), "halide_xpu generated no kernel:\n" + code
+    from halide_xpu import compiler
+
+    on_host = [l.library for l in compiler._memory.values() if l.meta.target != "host" and l.variant == "none"]
+    assert not on_host, f"device kernels scheduled on the host: {on_host}"
     assert f"target='{target}'" in code, f"kernels not built for target {target}"
     if not allow_fallback:
         assert fallback_kernel_marker() not in code and not halide_xpu.stats.fallbacks, halide_xpu.stats.fallbacks
     return code
+
+
+def _usm_counters(target: str) -> dict[str, int]:
+    if target != "sycl":
+        return {}
+    from halide_xpu import usm
+
+    return usm.counters()

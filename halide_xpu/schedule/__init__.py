@@ -8,7 +8,9 @@ from .. import config
 from ..meta import KernelMeta, LoopVar, ScheduleSpec
 from ..target.targets import DeviceCaps
 from . import pointwise, reduction
-from .common import Plan, Recorder
+import halide as hl
+
+from .common import GUARD, Plan, Recorder, fuse_all
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +25,7 @@ def default_spec(loop_vars: tuple[LoopVar, ...], has_reduction: bool, caps: Devi
     params = family.default_params(caps.gpu, caps.vector_width)
     params.update(config.schedule_overrides)
     if caps.gpu:
-        for key in ("wg", "wg_row"):
+        for key in ("wg", "wg_row", "wg_full"):
             if key in params:
                 params[key] = min(params[key], caps.max_work_group)
     return ScheduleSpec("reduction" if has_reduction else "pointwise", tuple(sorted(params.items())))
@@ -38,13 +40,36 @@ def _none(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     rec.note("Halide default schedule (everything inlined or computed where used)")
 
 
+def _gpu_safe(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
+    """Last resort on GPUs: each reduction in its own kernel, one work-item per result (serial over the
+    reduction), outputs one scalar work-item per element. Slow but on the device: Halide's default schedule
+    would compute on the host, where device pointers cannot be read."""
+    rec.note("gpu_safe: the better GPU schedules were rejected by Halide")
+    scalar = spec.with_params(vector=1)
+    for f in plan.reductions():
+        args = list(f.args())
+        if not args and not f.has_update_definition():
+            continue  # a constant: inlined
+        rec(f, f.name(), "compute_root")
+        stages = [(f, f.name())] + [(f.update(i), f"{f.name()}.update({i})") for i in range(f.num_update_definitions())]
+        for stage, label in stages:
+            if not args:
+                rec(stage, label, "gpu_single_thread")
+                continue
+            x = fuse_all(rec, stage, args, f"{f.name()}_{len(rec.lines)}") if len(args) > 1 else args[0]
+            rec(stage, label, "gpu_tile", x, hl.Var(f"{f.name()}_wg"), hl.Var(f"{f.name()}_wi"), 64, GUARD)
+    for out in plan.outputs():
+        pointwise.schedule_output(rec, plan, out, scalar)
+
+
 def variants(meta: KernelMeta, caps: DeviceCaps) -> list[tuple[str, Variant]]:
-    """Candidate schedules for ``meta``, best first; the last one is always legal."""
+    """Candidate schedules for ``meta``, best first. On GPUs every candidate runs on the device (the last is
+    always legal there); on the host the last is Halide's default schedule."""
     if meta.schedule.family == "reduction":
         found = reduction.variants(caps.gpu)
     else:
         found = [("pointwise", _pointwise_all)]
-    return [*found, ("none", _none)]
+    return [*found, ("gpu_safe", _gpu_safe) if caps.gpu else ("none", _none)]
 
 
 def apply(variant: Variant, meta: KernelMeta, funcs: dict[str, Any], caps: DeviceCaps, source: str = "") -> list[str]:

@@ -77,6 +77,12 @@ class Plan:
                 found.append(func)
         return found
 
+    @property
+    def gpu_vectors(self) -> bool:
+        """Whether GPU work-items may use vectors. Halide 21 fails (an empty "Error:") to lower a vectorized erf
+        for OpenCL with strict_float, so OpenCL kernels using erf (GELU) stay scalar."""
+        return not ("opencl" in self.meta.halide_target and "hl.erf(" in self.source)
+
     def outputs(self) -> list[hl.Func]:
         return [self.funcs[n] for n in self.meta.outputs]
 

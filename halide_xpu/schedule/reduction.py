@@ -13,7 +13,7 @@ from .common import GUARD, SHIFT, Plan, Recorder, fuse_all, pow2_floor, total
 def default_params(gpu: bool, vector_width: int) -> dict[str, int]:
     """Tunables: ``vector`` lanes, ``wg`` work-group size (GPU), ``tasks_per_core`` (host), ``split`` (full reductions)."""
     if gpu:
-        return {"vector": 4, "wg": 128, "wg_row": 256, "split": 64}
+        return {"vector": 4, "wg": 128, "wg_row": 256, "wg_full": 256, "blocks_per_cu": 4, "split": 64}
     return {"vector": vector_width, "tasks_per_core": 4, "split": 0, "min_chunk": 4096}
 
 
@@ -207,36 +207,42 @@ def _schedule_others(rec: Recorder, plan: Plan, primary: hl.Func, spec: Schedule
 
 
 def _gpu_full(rec: Recorder, plan: Plan, o: hl.Func, spec: ScheduleSpec) -> None:
-    """Reduction to a scalar on GPU: a wide coalesced stage (~1k work-items per compute unit), then stages that
-    each shrink the partials 32×, then one work-item."""
-    wg = spec.get("wg", 128)
+    """Reduction to a scalar on GPU in three short kernels: ``blocks`` work-groups of ``wg`` work-items stream
+    the input coalesced (element ``(i * blocks + b) * wg + t`` goes to partial ``[b, t]``), one work-group folds
+    the ``blocks`` partials of each ``t``, one work-item adds the last ``wg``. Every kernel is short: the
+    earlier chain of 32x-shrinking stages was launch-latency bound (25x Triton on H100)."""
+    wg = spec.get("wg_full", 256)
+    blocks = max(1, plan.caps.parallelism * spec.get("blocks_per_cu", 4))
     for f in plan.reductions():
         rec(f, f.name(), "compute_root")
         ext = _reduction_extent(plan, f)
-        lbl = f"{f.name()}.update()"
-        width = min(pow2_floor(plan.caps.parallelism * spec.get("items_per_cu", 1024)), pow2_floor(ext // 64)) if ext else 0
-        stage = 0
-        while f.has_update_definition() and width >= 32:
-            stage += 1
-            ro, ri, v = (hl.RVar(f"{f.name()}_ro{stage}"), hl.RVar(f"{f.name()}_ri{stage}"), hl.Var(f"{f.name()}_v{stage}"))
-            rec(f.update(), lbl, "split", f.rvars(0)[0], ro, ri, width, GUARD)
-            part = rec(f.update(), lbl, "rfactor", ri, v)  # part[v] = sum over ro of values[ro * width + v]
-            _gpu_tile_stages(rec, part, f"{f.name()}_stage{stage}", v, min(wg, width))
-            width //= 32
-        rec(f, f.name(), "gpu_single_thread")
+        name, lbl = f.name(), f"{f.name()}.update()"
+        if f.has_update_definition() and len(f.rvars(0)) == 1 and (ext is None or ext >= 4 * wg):
+            ro, rin, rb, rt = (hl.RVar(f"{name}_{n}") for n in ("ro", "rin", "rb", "rt"))
+            b, t, t2 = hl.Var(f"{name}_b"), hl.Var(f"{name}_t"), hl.Var(f"{name}_t2")
+            rec(f.update(), lbl, "split", f.rvars(0)[0], ro, rin, blocks * wg, GUARD)
+            rec(f.update(), lbl, "split", rin, rb, rt, wg, GUARD)
+            part = rec(f.update(), lbl, "rfactor", [(rb, b), (rt, t)])  # part[b, t]: a strided serial sum
+            pl = f"{name}_blocks"
+            rec(part, pl, "compute_root")
+            rec(part, pl, "gpu_blocks", b)
+            rec(part, pl, "gpu_threads", t)
+            rec(part.update(), f"{pl}.update()", "reorder", ro, t, b)
+            rec(part.update(), f"{pl}.update()", "gpu_blocks", b)
+            rec(part.update(), f"{pl}.update()", "gpu_threads", t)
+            fold = rec(f.update(), lbl, "rfactor", rb, t2)  # fold[t2] = sum over the blocks' partials
+            fl = f"{name}_fold"
+            bx, tx = hl.Var(f"{fl}_wg"), hl.Var(f"{fl}_wi")
+            rec(fold, fl, "compute_root")
+            rec(fold, fl, "gpu_tile", t2, bx, tx, wg, GUARD)
+            rec(fold.update(), f"{fl}.update()", "gpu_tile", t2, bx, tx, wg, GUARD)
+        rec(f, name, "gpu_single_thread")
         if f.has_update_definition():
             rec(f.update(), lbl, "gpu_single_thread")
     if not o.args():
         rec(o, o.name(), "gpu_single_thread")
     else:
         pointwise.schedule_output(rec, plan, o, spec)
-
-
-def _gpu_tile_stages(rec: Recorder, f: hl.Func, label: str, v: hl.Var, wg: int) -> None:
-    bx, tx = hl.Var(f"{label}_wg"), hl.Var(f"{label}_wi")
-    rec(f, label, "compute_root")
-    rec(f, label, "gpu_tile", v, bx, tx, wg, GUARD)
-    rec(f.update(), f"{label}.update()", "gpu_tile", v, bx, tx, wg, GUARD)
 
 
 def _gpu_outer(rec: Recorder, plan: Plan, o: hl.Func, rows: list[hl.Var], spec: ScheduleSpec) -> None:

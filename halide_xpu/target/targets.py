@@ -1,4 +1,4 @@
-"""Halide target strings and device capabilities per halide-xpu target (host, opencl, cuda)."""
+"""Halide target strings and device capabilities per halide-xpu target (host, opencl, sycl, cuda)."""
 from __future__ import annotations
 
 import dataclasses
@@ -7,7 +7,7 @@ import os
 from typing import Any, Optional
 
 from .. import config
-from . import opencl_devices
+from . import opencl_devices, sycl_devices
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,7 +28,7 @@ def _host_vector_width() -> int:
     return max(4, hl.get_host_target().natural_vector_size(hl.Float(32)))
 
 
-def device_caps(target: str) -> DeviceCaps:
+def device_caps(target: str, device_type: str = "cpu", index: int = 0) -> DeviceCaps:
     if target == "host":
         return DeviceCaps(False, os.cpu_count() or 1, _host_vector_width())
     if target == "opencl":
@@ -43,6 +43,11 @@ def device_caps(target: str) -> DeviceCaps:
         )
     if target == "cuda":
         return _cuda_caps()
+    if target == "sycl":
+        info = sycl_devices.device_info(device_type, index)
+        return DeviceCaps(
+            True, info.compute_units, 4, max_work_group=min(info.max_work_group_size, 1024), sub_group=info.sub_group
+        )
     raise ValueError(f"unknown halide_xpu target {target!r}")
 
 
@@ -73,6 +78,11 @@ def halide_target(target: str, device: Optional[Any] = None) -> str:
         if dev.fp64:
             feats.append("cl_doubles")
         return "-".join(["host", *feats, *_common_features()])
+    if target == "sycl":  # OpenCL C kernels run by the USM runtime; the queue is the user_context
+        dev_type = getattr(device, "type", device) or "cpu"
+        info = sycl_devices.device_info(dev_type, getattr(device, "index", None) or 0)
+        feats = ["opencl"] + (["cl_half"] if info.fp16 else []) + (["cl_doubles"] if info.fp64 else [])
+        return "-".join(["host", *feats, "user_context", *_common_features()])
     if target == "cuda":
         import torch
 

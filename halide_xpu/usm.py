@@ -1,0 +1,193 @@
+"""SYCL USM runtime for Halide pipelines: torch's XPU pointers and queue, used in place (the ``sycl`` target).
+
+Design. Halide's generated host code (bounds, multi-kernel pipelines, intermediates) is kept as is; only its
+device API changes. A kernel object compiled for Halide's OpenCL target calls four device entry points:
+``halide_opencl_{initialize_kernels,run,finalize_kernels,device_interface}``. For the sycl target the
+compiler renames those references (``objcopy --redefine-sym``) to ``hx_usm_*`` in ``native/usm_device.cpp``,
+which is built into the one shared Halide runtime. So the OpenCL runtime and the USM runtime coexist in one
+process, and every generic Halide entry (``halide_device_malloc``, ``halide_copy_to_host``, crops...) reaches
+our ``halide_device_interface_t`` whose ``device`` handles are raw USM pointers.
+
+Why dpctl's C interface and not OpenCL's USM extension: torch's XPU queue is a ``sycl::queue`` that on Intel
+GPUs runs on Level Zero, not OpenCL. dpctl takes that ``sycl::queue*`` as is (``DPCTLSyclQueueRef``), builds
+kernel bundles from OpenCL C in the queue's context, submits nd-ranges with USM pointer arguments and
+allocates USM, for any backend, without SYCL headers at build time (``dlopen`` at first use). OpenCL USM
+(``clSetKernelArgMemPointerINTEL``) would only serve OpenCL-backend queues.
+
+Runtime rules: the queue is Halide's ``user_context`` (the glue passes torch's raw XPU stream, i.e. the
+``sycl::queue*``); the queue must be in-order (torch's are) so a pipeline's kernels and its intermediates need
+no events; intermediates come from USM device memory and go to a per-queue pool on free (reuse on the same
+in-order queue is safe; the pool is released, after a queue wait, above 256 MiB and at exit); tensors are
+never copied and never freed by Halide; no device-wide synchronize per kernel. Each kernel is compiled with
+``intel_reqd_sub_group_size`` chosen from the device; work-groups above the device or kernel limit are
+refused with an error instead of failing inside the driver.
+
+Emulation: the same runtime runs on a SYCL device of Intel's OpenCL CPU runtime. Only the queue (our
+in-order dpctl queue, see :func:`queue`) and the pointers (CPU tensors over USM shared memory, see
+:func:`usm_tensors`) come from elsewhere; because the consumer of a CPU tensor is host code, the glue waits
+on the queue after each emulated launch, which on a real XPU the stream order provides.
+"""
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import functools
+import logging
+import subprocess
+import threading
+from typing import Any, Iterator, Optional
+
+from . import cache
+from .target import sycl_devices
+
+log = logging.getLogger(__name__)
+
+COUNTER_NAMES = ("launches", "copies_to_host", "copies_to_device", "usm_allocations", "usm_frees", "program_builds")
+POOL_LIMIT_BYTES = 256 << 20
+_local = threading.local()
+_lock = threading.Lock()
+_ready: list[ctypes.CDLL] = []
+
+
+def runtime() -> ctypes.CDLL:
+    """The shared Halide runtime with the USM module initialised (dpctl loaded, sub-group size chosen)."""
+    if _ready:
+        return _ready[0]
+    from .runtime import halide_runtime
+
+    with _lock:
+        if _ready:
+            return _ready[0]
+        lib = halide_runtime()
+        if lib.hx_usm_init(sycl_devices.dpctl_library().encode()) != 0:
+            lib.hx_usm_init_error.restype = ctypes.c_char_p
+            raise sycl_devices.SyclUnavailable(lib.hx_usm_init_error().decode())
+        atexit.register(lib.hx_usm_release_all)
+        _ready.append(lib)
+        return lib
+
+
+def configure(info: sycl_devices.SyclDeviceInfo) -> None:
+    runtime().hx_usm_configure(ctypes.c_int(info.sub_group), ctypes.c_uint64(POOL_LIMIT_BYTES))
+
+
+def counters() -> dict[str, int]:
+    """Process-wide counts of the USM runtime (launches, host<->device copies, allocations, builds)."""
+    out = (ctypes.c_uint64 * len(COUNTER_NAMES))()
+    runtime().hx_usm_counters(out)
+    return dict(zip(COUNTER_NAMES, map(int, out)))
+
+
+# ------------------------------------------------------------------ queues (emulation)
+@functools.lru_cache(maxsize=None)
+def default_queue() -> Any:
+    """The emulation's in-order queue on :func:`sycl_devices.emulation_device` (kept for the process)."""
+    dev = sycl_devices.emulation_device()
+    q = sycl_devices.dpctl().SyclQueue(dev, property="in_order")
+    configure(sycl_devices.emulation_info())
+    return q
+
+
+def current_queue() -> Any:
+    """The emulation's current queue: the innermost :func:`queue` scope, else :func:`default_queue`."""
+    stack = getattr(_local, "queues", None)
+    return stack[-1] if stack else default_queue()
+
+
+def current_queue_ref() -> int:
+    """``sycl::queue*`` of :func:`current_queue` as an int (what torch's XPU raw stream is on real hardware)."""
+    return current_queue().addressof_ref()
+
+
+@contextlib.contextmanager
+def queue(q: Any) -> Iterator[Any]:
+    """Run emulated kernels on ``q`` (a dpctl.SyclQueue, in-order) inside this scope, like ``torch.xpu.stream``."""
+    if not q.is_in_order:
+        raise ValueError("halide_xpu.usm.queue: the SYCL queue must be in-order (dpctl.SyclQueue(..., property='in_order'))")
+    runtime()
+    stack = _local.__dict__.setdefault("queues", [])
+    stack.append(q)
+    try:
+        yield q
+    finally:
+        stack.pop()
+
+
+# ------------------------------------------------------------------ USM-backed CPU tensors (emulation)
+@functools.lru_cache(maxsize=None)
+def _allocator_library() -> ctypes.CDLL:
+    import torch
+
+    from .compiler import native_source
+
+    src = native_source("usm_allocator.cpp")
+    torch_dir = torch.__path__[0]
+    abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
+    d = cache.cache_root() / f"usm-allocator-{cache.cache_key(src, torch.__version__, str(abi))[:16]}"
+    lib = d / "libhx_usm_allocator.so"
+    if not lib.exists():
+        work = cache.new_workdir()
+        (work / "usm_allocator.cpp").write_text(src)
+        cmd = ["c++", "-O2", "-shared", "-fPIC", "-std=c++17", f"-I{torch_dir}/include", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
+               str(work / "usm_allocator.cpp"), f"-L{torch_dir}/lib", "-lc10", f"-Wl,-rpath,{torch_dir}/lib", "-ldl",
+               "-o", str(work / lib.name)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode:
+            raise RuntimeError(f"halide_xpu: building the USM tensor allocator failed:\n{proc.stderr}")
+        try:
+            work.rename(d)
+        except OSError:  # built concurrently
+            pass
+    alloc = ctypes.CDLL(str(lib))
+    if alloc.hx_usm_alloc_init(sycl_devices.dpctl_library().encode()) != 0:
+        raise sycl_devices.SyclUnavailable("dpctl lacks DPCTLaligned_alloc_shared/DPCTLfree_with_queue")
+    alloc.hx_usm_alloc_push.restype = ctypes.c_void_p
+    alloc.hx_usm_alloc_push.argtypes = [ctypes.c_void_p]
+    alloc.hx_usm_alloc_pop.argtypes = [ctypes.c_void_p]
+    alloc.hx_usm_alloc_live.restype = ctypes.c_ulonglong
+    return alloc
+
+
+@contextlib.contextmanager
+def usm_tensors(q: Optional[Any] = None) -> Iterator[Any]:
+    """Inside this scope every CPU tensor torch allocates lives in USM shared memory of ``q``'s context
+    (default :func:`current_queue`): the emulation's stand-in for XPU tensors. Tensors stay valid after it."""
+    q = q if q is not None else current_queue()
+    alloc = _allocator_library()
+    previous = alloc.hx_usm_alloc_push(ctypes.c_void_p(q.addressof_ref()))
+    try:
+        yield q
+    finally:
+        alloc.hx_usm_alloc_pop(ctypes.c_void_p(previous))
+
+
+def live_usm_tensors() -> int:
+    """How many USM allocations made by :func:`usm_tensors` are alive."""
+    return int(_allocator_library().hx_usm_alloc_live())
+
+
+def pointer_kind(ptr: int, q: Optional[Any] = None) -> str:
+    """'device' | 'shared' | 'host' | 'unknown': the USM kind of ``ptr`` in the context of ``q``."""
+    q = q if q is not None else current_queue()
+    lib = _dpctl_c()
+    kind = lib.DPCTLUSM_GetPointerType(ctypes.c_void_p(ptr), ctypes.c_void_p(q.sycl_context.addressof_ref()))
+    return ("unknown", "device", "shared", "host")[kind]
+
+
+@functools.lru_cache(maxsize=None)
+def _dpctl_c() -> ctypes.CDLL:
+    lib = ctypes.CDLL(sycl_devices.dpctl_library())
+    lib.DPCTLUSM_GetPointerType.restype = ctypes.c_int
+    return lib
+
+
+def to_usm(t: Any) -> Any:
+    """A copy of tensor ``t`` over USM of the current :func:`usm_tensors` scope, keeping its view (sizes,
+    strides, storage offset) on a copy of its whole storage."""
+    import torch
+
+    source = torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
+    storage = torch.empty(source.numel(), dtype=torch.uint8)
+    storage.copy_(source)
+    return torch.empty(0, dtype=t.dtype).set_(storage.untyped_storage(), t.storage_offset(), t.size(), t.stride())
