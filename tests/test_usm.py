@@ -116,7 +116,7 @@ def test_out_of_order_queue_is_refused() -> None:
             pass
 
 
-def test_no_sycl_device_names_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_sycl_device_names_what_to_install() -> None:
     code = (
         "import sys; sys.modules['dpctl'] = None\n"
         "from halide_xpu.target import sycl_devices\n"
@@ -124,6 +124,10 @@ def test_no_sycl_device_names_what_to_install(monkeypatch: pytest.MonkeyPatch) -
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
     assert "ERR" in out and "pip install dpctl intel-opencl-rt" in out, out
+
+
+@needs_sycl
+def test_unknown_sycl_device_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(halide_xpu.config, "sycl_device", "level_zero:gpu")
     with pytest.raises(sycl_devices.SyclUnavailable, match="no SYCL device matches sycl_device='level_zero:gpu'"):
         sycl_devices.emulation_device()

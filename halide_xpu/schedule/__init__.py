@@ -69,6 +69,8 @@ def variants(meta: KernelMeta, caps: DeviceCaps) -> list[tuple[str, Variant]]:
         found = reduction.variants(caps.gpu)
     else:
         found = [("pointwise", _pointwise_all)]
+        if caps.gpu:  # Halide fails to vectorize some math for GPUs (empty "Error:"): scalar work-items next
+            found.append(("pointwise_scalar", lambda rec, plan, spec: _pointwise_all(rec, plan, spec.with_params(vector=1))))
     return [*found, ("gpu_safe", _gpu_safe) if caps.gpu else ("none", _none)]
 
 

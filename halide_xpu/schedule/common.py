@@ -7,12 +7,14 @@ from typing import Any, Optional
 
 import halide as hl
 
-from ..meta import KernelMeta
+from ..meta import STORAGE_SUFFIX, KernelMeta
 from ..target.targets import DeviceCaps
 
 _UNIQUE_SUFFIX = re.compile(r"\$\d+")  # Halide's suffix for re-created Func names, noise in a printed schedule
 _DEF = re.compile(r"^\s*(tmp\d+)\[[^\]]*\] = (.*)$", re.M)
 _TRANSCENDENTAL = re.compile(r"\b(hl\.(exp|log|erf|pow|sin|cos|tan|atan|atan2)|hx\.tanh_vec)\(")
+_NO_OPENCL_VECTORS = re.compile(r"\bhl\.(is_nan|is_inf|is_finite|erf)\(")
+_LOAD = re.compile(r"\b(in_ptr\d+)\[([^,\]]+)[,\]]")
 GUARD = hl.TailStrategy.GuardWithIf
 SHIFT = hl.TailStrategy.ShiftInwards
 
@@ -79,12 +81,25 @@ class Plan:
 
     @property
     def gpu_vectors(self) -> bool:
-        """Whether GPU work-items may use vectors. Halide 21 fails (an empty "Error:") to lower a vectorized erf
-        for OpenCL with strict_float, so OpenCL kernels using erf (GELU) stay scalar."""
-        return not ("opencl" in self.meta.halide_target and "hl.erf(" in self.source)
+        """Whether GPU work-items may use vectors. Halide 21's OpenCL backend fails (an empty "Error:") on
+        vectorized is_nan/is_inf (which erf, clamp and max/min NaN checks use), so such OpenCL kernels stay scalar."""
+        return not ("opencl" in self.meta.halide_target and _NO_OPENCL_VECTORS.search(self.source))
 
     def outputs(self) -> list[hl.Func]:
         return [self.funcs[n] for n in self.meta.outputs]
+
+    def transposed_inputs(self, x: hl.Var, y: hl.Var) -> list[Any]:
+        """2-D inputs read along ``y`` at their stride-1 dim while the output runs along ``x`` (a transpose)."""
+        found = []
+        for m in _LOAD.finditer(self.source):
+            name, first = m.group(1), m.group(2)
+            param = self.funcs.get(name + STORAGE_SUFFIX, self.funcs.get(name))
+            stride1 = re.search(rf"^\s*{name}(?:{STORAGE_SUFFIX})?\.dim\(0\)\.set_bounds\([^)]*\)\.set_stride\(1\)", self.source, re.M)
+            if (isinstance(param, hl.ImageParam) and param.dimensions() == 2 and stride1
+                    and re.search(rf"\b{y.name()}\b", first) and not re.search(rf"\b{x.name()}\b", first)
+                    and all(p is not param for p in found)):
+                found.append(param)
+        return found
 
     def reductions(self) -> list[hl.Func]:
         return [self.funcs[n] for n in self.meta.reductions if isinstance(self.funcs.get(n), hl.Func)]

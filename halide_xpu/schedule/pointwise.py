@@ -1,7 +1,7 @@
 """Pointwise schedule: fuse an output's dims, vectorize, then parallel chunks (host) or work-groups (GPU)."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import halide as hl
 
@@ -35,6 +35,9 @@ def schedule_output(rec: Recorder, plan: Plan, out: hl.Func, spec: ScheduleSpec)
     transposed = [v for v in args[1:] if plan.is_contiguous(v)]
     if transposed and not plan.caps.gpu:
         return _host_tiled(rec, out, label, args[0], transposed[0], spec)
+    staged = plan.transposed_inputs(args[0], transposed[0]) if transposed and spec.get("tile", 32) else []
+    if staged and len(args) == 2:
+        return _gpu_tiled(rec, out, label, args[0], transposed[0], staged, spec)
     fused = fuse_all(rec, out, args, label) if len(args) > 1 else args[0]
     if plan.caps.gpu:
         return _gpu(rec, out, label, fused, n, spec if plan.gpu_vectors else spec.with_params(vector=1))
@@ -70,6 +73,28 @@ def _host_tiled(rec: Recorder, out: hl.Func, label: str, x: hl.Var, y: hl.Var, s
     rec(out, label, "vectorize", xi, vec, GUARD)
     rec(out, label, "parallel", yo)
     return yo
+
+
+def _gpu_tiled(rec: Recorder, out: hl.Func, label: str, x: hl.Var, y: hl.Var, inputs: list[Any], spec: ScheduleSpec) -> hl.Var:
+    """A transpose on GPU: 32x32 tiles per work-group of 32x8 work-items; each transposed input's tile is read
+    coalesced (along its own stride-1 dim) into local memory, then written coalesced along ``x``."""
+    tile, rows = spec.get("tile", 32), 8
+    xo, yo, xi, yi, yt, yl = (hl.Var(f"{label}_{n}") for n in ("xo", "yo", "xi", "yi", "yt", "yl"))
+    rec(out, label, "tile", x, y, xo, yo, xi, yi, tile, tile, GUARD)
+    rec(out, label, "split", yi, yt, yl, tile // rows, GUARD)
+    rec(out, label, "reorder", yl, xi, yt, xo, yo)
+    rec(out, label, "gpu_blocks", xo, yo)
+    rec(out, label, "gpu_threads", xi, yt)
+    for param in inputs:
+        name = f"{param.name()}_tile"
+        wrapper = rec(param, param.name(), "in_")
+        d0, d1 = wrapper.args()[0], wrapper.args()[1]
+        d1o, d1i = hl.Var(f"{name}_o"), hl.Var(f"{name}_i")
+        rec(wrapper, name, "compute_at", out, xo)
+        rec(wrapper, name, "split", d1, d1o, d1i, rows, GUARD)
+        rec(wrapper, name, "reorder", d1o, d0, d1i)
+        rec(wrapper, name, "gpu_threads", d0, d1i)
+    return xo
 
 
 def _gpu(rec: Recorder, out: hl.Func, label: str, x: hl.Var, n: Optional[int], spec: ScheduleSpec) -> hl.Var:

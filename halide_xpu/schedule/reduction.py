@@ -182,6 +182,26 @@ def _gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         _gpu_outer(rec, plan, o, rows, spec)
         _schedule_others(rec, plan, o, spec)
         return
+    row = _row_loops(rec, o, rows, in_row, wg)
+    names = [v.name() for v in o.args()]
+    twins = [t for t in plan.outputs() if t is not o and [v.name() for v in t.args()] == names]
+    for twin in twins:  # same-shaped outputs (var_mean's mean and var): the same loops, fused with the primary's
+        rec(twin, twin.name(), "compute_with", o, _row_loops(rec, twin, [v for v in twin.args() if not plan.is_reduction_var(v)],
+                                                             [v for v in twin.args() if plan.is_reduction_var(v)], wg))
+    for f in plan.reductions():
+        rec(f, f.name(), "compute_at", o, row)
+        if not f.has_update_definition() or wg < 2:
+            continue
+        _place_on_threads(rec, _rfactor_across(rec, f, wg), (o, row))
+        fold = _rfactor_fold(rec, f, wg, spec.get("fold", 32))
+        if fold is not None:
+            _place_on_threads(rec, fold, (o, row))
+    _schedule_others(rec, plan, o, spec, skip=twins)
+
+
+def _row_loops(rec: Recorder, o: hl.Func, rows: list[hl.Var], in_row: list[hl.Var], wg: int) -> hl.Var:
+    """One work-group per row of ``o`` (rows fused), work-items striding along the row when ``o`` spans it."""
+    label = o.name()
     row = fuse_all(rec, o, rows, f"{label}_row") if len(rows) > 1 else rows[0]
     if in_row:
         x = fuse_all(rec, o, in_row, f"{label}_col") if len(in_row) > 1 else in_row[0]
@@ -192,17 +212,12 @@ def _gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         rec(o, label, "gpu_threads", xi)
     else:
         rec(o, label, "gpu_blocks", row)
-    for f in plan.reductions():
-        rec(f, f.name(), "compute_at", o, row)
-        if not f.has_update_definition() or wg < 2:
-            continue
-        _place_on_threads(rec, _rfactor_across(rec, f, wg), (o, row))
-    _schedule_others(rec, plan, o, spec)
+    return row
 
 
-def _schedule_others(rec: Recorder, plan: Plan, primary: hl.Func, spec: ScheduleSpec) -> None:
+def _schedule_others(rec: Recorder, plan: Plan, primary: hl.Func, spec: ScheduleSpec, skip: list[hl.Func] = ()) -> None:
     for other in plan.outputs():
-        if other is not primary:
+        if other is not primary and all(other is not s for s in skip):
             pointwise.schedule_output(rec, plan, other, spec)
 
 
@@ -284,12 +299,14 @@ def _gpu_row_reduce(rec: Recorder, plan: Plan, f: hl.Func, spec: ScheduleSpec) -
     upd = f.update()
     ext = _reduction_extent(plan, f)
     wg = max(1, min(spec.get("wg", 128), pow2_floor(ext))) if ext else spec.get("wg", 128)
-    # rfactor first: the partial must not inherit the update's block loops
+    # rfactor first: the partials must not inherit the update's block loops
     split = _rfactor_across(rec, f, wg) if wg >= 2 else None
+    fold = _rfactor_fold(rec, f, wg, spec.get("fold", 32)) if split is not None else None
     urow = fuse_all(rec, upd, args, f"{f.name()}_u") if len(args) > 1 else args[0]
     rec(upd, f"{f.name()}.update()", "gpu_blocks", urow)
-    if split is not None:
-        _place_on_threads(rec, split, (f, urow))
+    for part in (split, fold):
+        if part is not None:
+            _place_on_threads(rec, part, (f, urow))
 
 
 def _rfactor_across(rec: Recorder, f: hl.Func, wg: int) -> tuple[hl.Func, hl.RVar, hl.Var]:
@@ -308,6 +325,17 @@ def _place_on_threads(rec: Recorder, split: tuple[hl.Func, hl.RVar, hl.Var], at:
     rec(part, pl, "gpu_threads", u)
     rec(part.update(), f"{pl}.update()", "reorder", ro, u)
     rec(part.update(), f"{pl}.update()", "gpu_threads", u)
+
+
+def _rfactor_fold(rec: Recorder, f: hl.Func, wg: int, width: int = 32) -> Optional[tuple[hl.Func, hl.RVar, hl.Var]]:
+    """After ``_rfactor_across``: fold the ``wg`` partials to ``width`` in parallel (each of ``width`` work-items
+    adds ``wg / width``), so the last, single-work-item combine is ``width`` steps instead of ``wg``."""
+    if wg <= width or not f.has_update_definition() or len(f.rvars(0)) != 1:
+        return None
+    name, lbl = f.name(), f"{f.name()}.update()"
+    uo, ui, v = hl.RVar(f"{name}_fo"), hl.RVar(f"{name}_fi"), hl.Var(f"{name}_fold")
+    rec(f.update(), lbl, "split", f.rvars(0)[0], uo, ui, width, GUARD)
+    return rec(f.update(), lbl, "rfactor", ui, v), uo, v
 
 
 def _staged(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
