@@ -33,6 +33,10 @@ def no_xpu_hardware() -> Iterator[None]:
         stack.enter_context(mock.patch.object(XpuInterface, "get_device_properties", staticmethod(lambda device=None: props)))
         stack.enter_context(mock.patch.object(XpuInterface, "get_compute_capability", staticmethod(lambda device=None: "nominal")))
         stack.enter_context(mock.patch("torch._inductor.scheduler.has_triton", lambda: True))
+        import torch._subclasses.fake_tensor as fake_tensor
+
+        if hasattr(fake_tensor, "init_gpu_context"):  # torch <= 2.11 touches the device for every fake GPU tensor
+            stack.enter_context(mock.patch.object(fake_tensor, "init_gpu_context", lambda device: None))
         if not hasattr(torch._C, "_xpu_getCurrentRawStream"):
             stack.enter_context(mock.patch.object(torch._C, "_xpu_getCurrentRawStream", lambda index: 0, create=True))
         yield

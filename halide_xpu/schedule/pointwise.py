@@ -91,6 +91,7 @@ def _gpu_tiled(rec: Recorder, out: hl.Func, label: str, x: hl.Var, y: hl.Var, in
         d0, d1 = wrapper.args()[0], wrapper.args()[1]
         d1o, d1i = hl.Var(f"{name}_o"), hl.Var(f"{name}_i")
         rec(wrapper, name, "compute_at", out, xo)
+        rec(wrapper, name, "bound_storage", d0, tile + 1)  # rows of 33: column reads hit distinct banks
         rec(wrapper, name, "split", d1, d1o, d1i, rows, GUARD)
         rec(wrapper, name, "reorder", d1o, d0, d1i)
         rec(wrapper, name, "gpu_threads", d0, d1i)

@@ -13,7 +13,7 @@ from .common import GUARD, SHIFT, Plan, Recorder, fuse_all, pow2_floor, total
 def default_params(gpu: bool, vector_width: int) -> dict[str, int]:
     """Tunables: ``vector`` lanes, ``wg`` work-group size (GPU), ``tasks_per_core`` (host), ``split`` (full reductions)."""
     if gpu:
-        return {"vector": 4, "wg": 128, "wg_row": 256, "wg_full": 256, "blocks_per_cu": 4, "split": 64}
+        return {"vector": 4, "wg": 128, "wg_row": 256, "wg_full": 256, "blocks_per_cu": 8, "unroll_full": 4, "split": 64}
     return {"vector": vector_width, "tasks_per_core": 4, "split": 0, "min_chunk": 4096}
 
 
@@ -245,6 +245,11 @@ def _gpu_full(rec: Recorder, plan: Plan, o: hl.Func, spec: ScheduleSpec) -> None
             rec(part.update(), f"{pl}.update()", "reorder", ro, t, b)
             rec(part.update(), f"{pl}.update()", "gpu_blocks", b)
             rec(part.update(), f"{pl}.update()", "gpu_threads", t)
+            unroll = spec.get("unroll_full", 4)
+            if unroll > 1 and (ext is None or ext >= blocks * wg * unroll):  # several loads in flight per work-item
+                roo, roi = hl.RVar(f"{name}_roo"), hl.RVar(f"{name}_roi")
+                rec(part.update(), f"{pl}.update()", "split", ro, roo, roi, unroll, GUARD)
+                rec(part.update(), f"{pl}.update()", "unroll", roi)
             fold = rec(f.update(), lbl, "rfactor", rb, t2)  # fold[t2] = sum over the blocks' partials
             fl = f"{name}_fold"
             bx, tx = hl.Var(f"{fl}_wg"), hl.Var(f"{fl}_wi")
