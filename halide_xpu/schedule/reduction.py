@@ -222,11 +222,13 @@ def _schedule_others(rec: Recorder, plan: Plan, primary: hl.Func, spec: Schedule
 
 
 def _gpu_full(rec: Recorder, plan: Plan, o: hl.Func, spec: ScheduleSpec) -> None:
-    """Reduction to a scalar on GPU in three short kernels: ``blocks`` work-groups of ``wg`` work-items stream
-    the input coalesced (element ``(i * blocks + b) * wg + t`` goes to partial ``[b, t]``), one work-group folds
-    the ``blocks`` partials of each ``t``, one work-item adds the last ``wg``. Every kernel is short: the
-    earlier chain of 32x-shrinking stages was launch-latency bound (25x Triton on H100)."""
+    """Reduction to a scalar on GPU. Kernel 1: ``blocks`` work-groups of ``wg`` work-items stream the input
+    coalesced (element ``(i * blocks + b) * wg + t`` goes to work-item ``t`` of group ``b``, loads unrolled),
+    then each group folds its ``wg`` partials in local memory to one value. Kernel 2: ``fold`` work-items each
+    add ``blocks / fold`` group results. Kernel 3: one work-item adds the last ``fold``. No serial chain is
+    longer than ``blocks / fold`` (a chain of ``blocks`` dependent loads cost 2x Triton on H100)."""
     wg = spec.get("wg_full", 256)
+    width = spec.get("fold", 32)
     blocks = max(1, plan.caps.parallelism * spec.get("blocks_per_cu", 4))
     for f in plan.reductions():
         rec(f, f.name(), "compute_root")
@@ -234,28 +236,39 @@ def _gpu_full(rec: Recorder, plan: Plan, o: hl.Func, spec: ScheduleSpec) -> None
         name, lbl = f.name(), f"{f.name()}.update()"
         if f.has_update_definition() and len(f.rvars(0)) == 1 and (ext is None or ext >= 4 * wg):
             ro, rin, rb, rt = (hl.RVar(f"{name}_{n}") for n in ("ro", "rin", "rb", "rt"))
-            b, t, t2 = hl.Var(f"{name}_b"), hl.Var(f"{name}_t"), hl.Var(f"{name}_t2")
+            b, t = hl.Var(f"{name}_b"), hl.Var(f"{name}_t")
             rec(f.update(), lbl, "split", f.rvars(0)[0], ro, rin, blocks * wg, GUARD)
             rec(f.update(), lbl, "split", rin, rb, rt, wg, GUARD)
-            part = rec(f.update(), lbl, "rfactor", [(rb, b), (rt, t)])  # part[b, t]: a strided serial sum
-            pl = f"{name}_blocks"
-            rec(part, pl, "compute_root")
-            rec(part, pl, "gpu_blocks", b)
-            rec(part, pl, "gpu_threads", t)
-            rec(part.update(), f"{pl}.update()", "reorder", ro, t, b)
-            rec(part.update(), f"{pl}.update()", "gpu_blocks", b)
-            rec(part.update(), f"{pl}.update()", "gpu_threads", t)
+            group = rec(f.update(), lbl, "rfactor", rb, b)  # group[b]: everything work-group b reads
+            gl = f"{name}_group"
+            glbl = f"{gl}.update()"
+            # rfactors before the group's block loop, so the partials do not inherit it
+            threads = rec(group.update(), glbl, "rfactor", rt, t)  # threads[b, t]: a strided serial sum
+            gfold = _rfactor_fold(rec, group, wg, width)
+            rec(group, gl, "compute_root")
+            rec(group, gl, "gpu_blocks", b)
+            rec(group.update(), glbl, "gpu_blocks", b)
+            tl = f"{name}_threads"
+            rec(threads, tl, "compute_at", group, b)
+            rec(threads, tl, "gpu_threads", t)
+            rec(threads.update(), f"{tl}.update()", "reorder", ro, t)
+            rec(threads.update(), f"{tl}.update()", "gpu_threads", t)
             unroll = spec.get("unroll_full", 4)
             if unroll > 1 and (ext is None or ext >= blocks * wg * unroll):  # several loads in flight per work-item
                 roo, roi = hl.RVar(f"{name}_roo"), hl.RVar(f"{name}_roi")
-                rec(part.update(), f"{pl}.update()", "split", ro, roo, roi, unroll, GUARD)
-                rec(part.update(), f"{pl}.update()", "unroll", roi)
-            fold = rec(f.update(), lbl, "rfactor", rb, t2)  # fold[t2] = sum over the blocks' partials
-            fl = f"{name}_fold"
-            bx, tx = hl.Var(f"{fl}_wg"), hl.Var(f"{fl}_wi")
-            rec(fold, fl, "compute_root")
-            rec(fold, fl, "gpu_tile", t2, bx, tx, wg, GUARD)
-            rec(fold.update(), f"{fl}.update()", "gpu_tile", t2, bx, tx, wg, GUARD)
+                rec(threads.update(), f"{tl}.update()", "split", ro, roo, roi, unroll, GUARD)
+                rec(threads.update(), f"{tl}.update()", "unroll", roi)
+            if gfold is not None:
+                _place_on_threads(rec, gfold, (group, b))
+            if blocks > width:
+                rbo, rbi, v = hl.RVar(f"{name}_rbo"), hl.RVar(f"{name}_rbi"), hl.Var(f"{name}_v")
+                rec(f.update(), lbl, "split", rb, rbo, rbi, width, GUARD)
+                last = rec(f.update(), lbl, "rfactor", rbi, v)  # last[v]: every width-th group result
+                ll = f"{name}_last"
+                bx, tx = hl.Var(f"{ll}_wg"), hl.Var(f"{ll}_wi")
+                rec(last, ll, "compute_root")
+                rec(last, ll, "gpu_tile", v, bx, tx, width, GUARD)
+                rec(last.update(), f"{ll}.update()", "gpu_tile", v, bx, tx, width, GUARD)
         rec(f, name, "gpu_single_thread")
         if f.has_update_definition():
             rec(f.update(), lbl, "gpu_single_thread")
