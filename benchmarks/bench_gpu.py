@@ -117,6 +117,8 @@ def opencl_rows(launchers: list[Any]) -> dict[str, Any]:
         return {"failed": True, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"}
     cuda_us = sum(k["cuda_us"] for k in kernels)
     opencl_us = sum(k["opencl_us"] for k in kernels)
+    if opencl_us <= 0:
+        return {"failed": True, "error": "OpenCL timing below the copy noise", "kernels": kernels}
     diffs = [k["max_abs_diff_vs_cuda"] for k in kernels if k["max_abs_diff_vs_cuda"] is not None]
     return {"kernels": kernels, "cuda_us": cuda_us, "opencl_us": opencl_us, "opencl_vs_cuda": opencl_us / cuda_us,
             "max_abs_diff_vs_cuda": max(diffs, default=None)}

@@ -229,10 +229,11 @@ def _gpu_full(rec: Recorder, plan: Plan, o: hl.Func, spec: ScheduleSpec) -> None
     longer than ``blocks / fold`` (a chain of ``blocks`` dependent loads cost 2x Triton on H100)."""
     wg = spec.get("wg_full", 256)
     width = spec.get("fold", 32)
-    blocks = max(1, plan.caps.parallelism * spec.get("blocks_per_cu", 4))
+    unroll = spec.get("unroll_full", 4)
     for f in plan.reductions():
         rec(f, f.name(), "compute_root")
         ext = _reduction_extent(plan, f)
+        blocks = _exact_blocks(plan.caps.parallelism * spec.get("blocks_per_cu", 4), ext, wg * unroll)
         name, lbl = f.name(), f"{f.name()}.update()"
         if f.has_update_definition() and len(f.rvars(0)) == 1 and (ext is None or ext >= 4 * wg):
             ro, rin, rb, rt = (hl.RVar(f"{name}_{n}") for n in ("ro", "rin", "rb", "rt"))
@@ -253,7 +254,6 @@ def _gpu_full(rec: Recorder, plan: Plan, o: hl.Func, spec: ScheduleSpec) -> None
             rec(threads, tl, "gpu_threads", t)
             rec(threads.update(), f"{tl}.update()", "reorder", ro, t)
             rec(threads.update(), f"{tl}.update()", "gpu_threads", t)
-            unroll = spec.get("unroll_full", 4)
             if unroll > 1 and (ext is None or ext >= blocks * wg * unroll):  # several loads in flight per work-item
                 roo, roi = hl.RVar(f"{name}_roo"), hl.RVar(f"{name}_roi")
                 rec(threads.update(), f"{tl}.update()", "split", ro, roo, roi, unroll, GUARD)
@@ -276,6 +276,17 @@ def _gpu_full(rec: Recorder, plan: Plan, o: hl.Func, spec: ScheduleSpec) -> None
         rec(o, o.name(), "gpu_single_thread")
     else:
         pointwise.schedule_output(rec, plan, o, spec)
+
+
+def _exact_blocks(target: int, ext: Optional[int], per_block: int) -> int:
+    """A work-group count near ``target`` that splits ``ext`` exactly (no per-element guards, so unrolled
+    loads can all be in flight); ``target`` when none fits."""
+    target = max(1, target)
+    if ext is not None:
+        for blocks in sorted(range(max(1, target // 4), 2 * target + 1), key=lambda b: abs(b - target)):
+            if ext % (blocks * per_block) == 0:
+                return blocks
+    return target
 
 
 def _gpu_outer(rec: Recorder, plan: Plan, o: hl.Func, rows: list[hl.Var], spec: ScheduleSpec) -> None:
