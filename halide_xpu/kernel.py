@@ -213,5 +213,11 @@ class HalideXpuKernel(HalideKernel):
         call_args = [f"{n}" for n, arg in self.halide_argdefs() if arg.alias_of is None]
         device = V.graph.get_current_device_or_throw()
         # for cuda/xpu the wrapper itself appends torch's current raw stream as the last argument
-        wrapper.generate_kernel_call(name, call_args, device=device, triton=False)
+        try:
+            wrapper.generate_kernel_call(name, call_args, device=device, triton=False)
+        except RuntimeError as e:  # torch <= 2.11 calls non-Triton GPU kernels on cuda only ("device xpu nyi")
+            if device.type != "xpu" or "nyi" not in str(e):
+                raise
+            stream = wrapper.write_get_raw_stream(device.index, V.graph.name)
+            wrapper.writeline(f"{name}.{name}({', '.join(call_args)}, c_void_p({stream}))")
         stats.record_kernel(name)
