@@ -1,6 +1,8 @@
 """Inductor kernel → Halide algorithm source (no schedule inside) plus a ``KernelMeta`` for compiling and calling."""
 from __future__ import annotations
 
+import functools
+
 import logging
 import re
 from typing import Any, Optional
@@ -213,11 +215,27 @@ class HalideXpuKernel(HalideKernel):
         call_args = [f"{n}" for n, arg in self.halide_argdefs() if arg.alias_of is None]
         device = V.graph.get_current_device_or_throw()
         # for cuda/xpu the wrapper itself appends torch's current raw stream as the last argument
-        try:
-            wrapper.generate_kernel_call(name, call_args, device=device, triton=False)
-        except RuntimeError as e:  # torch <= 2.11 calls non-Triton GPU kernels on cuda only ("device xpu nyi")
-            if device.type != "xpu" or "nyi" not in str(e):
-                raise
-            stream = wrapper.write_get_raw_stream(device.index, V.graph.name)
+        if device.type == "xpu" and not _wrapper_calls_xpu_kernels():
+            # torch <= 2.11 writes non-Triton GPU kernel calls for cuda only ("device xpu nyi"): same line by hand
+            try:
+                stream = wrapper.write_get_raw_stream(device.index, V.graph.name)
+            except TypeError:
+                stream = wrapper.write_get_raw_stream(device.index, V.graph)
             wrapper.writeline(f"{name}.{name}({', '.join(call_args)}, c_void_p({stream}))")
+        else:
+            wrapper.generate_kernel_call(name, call_args, device=device, triton=False)
         stats.record_kernel(name)
+
+
+@functools.lru_cache(maxsize=None)
+def _wrapper_calls_xpu_kernels() -> bool:
+    """Whether this torch's wrapper codegen emits non-Triton kernel calls (with the raw stream) for xpu."""
+    import inspect
+
+    from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+
+    try:
+        source = inspect.getsource(PythonWrapperCodegen._generate_kernel_call_helper)
+    except (OSError, TypeError, AttributeError):
+        return False
+    return '"xpu"' in source
