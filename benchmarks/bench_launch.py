@@ -101,6 +101,7 @@ def measure(name: str, min_time: float) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--min-time", type=float, default=0.5, help="seconds per timing (default 0.5)")
+    parser.add_argument("--kernels", default=",".join(KERNELS), help="comma-separated subset")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "cpu"), help="results directory")
     ns = parser.parse_args()
     why = sycl_devices.available()
@@ -108,7 +109,7 @@ def main() -> int:
         print(f"launch benchmark needs the sycl emulation and an OpenCL device: {why or 'no OpenCL device'}")
         return 1
     rows = []
-    for name in KERNELS:
+    for name in ns.kernels.split(","):
         row = measure(name, ns.min_time)
         rows.append(row)
         print(

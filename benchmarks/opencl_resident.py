@@ -111,8 +111,9 @@ def _time_opencl(ocl: Any, bases: dict[str, np.ndarray], reps: int) -> float:
             raise RuntimeError(f"OpenCL kernel failed: {getattr(__import__('halide_xpu.runtime').runtime._errors, 'last', '')}")
         return time.perf_counter() - t0
 
-    run(1)
-    reps = max(reps, 100)  # the kernels must outweigh the noise of the one upload and download
+    first = run(1)
+    # the repeated kernels must outweigh the noise of the one upload and download: aim at ~0.3 s of kernels
+    reps = max(reps, min(2000, int(0.3 / max(first / 50, 1e-5))))
     single = min(run(1) for _ in range(3))
     many = min(run(1 + reps) for _ in range(3))
     return max(many - single, 0.0) / reps * 1e6

@@ -20,3 +20,31 @@ def test_bench_cpu_smoke(tmp_path: Path) -> None:
     assert all(r["results"]["hx_host"]["kernels"] >= 1 for r in data["rows"])
     assert (tmp_path / "kernels.md").read_text().count("|") > 10
     assert (tmp_path / "kernels.png").stat().st_size > 1000
+
+
+def test_bench_models_smoke(tmp_path: Path) -> None:
+    bench = BENCH.parent / "bench_models.py"
+    cmd = [sys.executable, str(bench), "--scale", "16", "--models", "mlp_block,resnet_basic_block", "--min-time", "0.01",
+           "--out", str(tmp_path)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    data = json.loads((tmp_path / "models.json").read_text())
+    for row in data["rows"]:
+        hx = row["results"]["hx_host"]
+        assert hx["correct"] and hx["halide_kernels"] >= 1 and hx["fallbacks"] == 0, hx
+    assert (tmp_path / "models.md").exists() and (tmp_path / "models.png").stat().st_size > 1000
+
+
+def test_bench_launch_smoke(tmp_path: Path) -> None:
+    from conftest import sycl_unavailable
+
+    if sycl_unavailable():
+        import pytest
+
+        pytest.skip(str(sycl_unavailable()))
+    bench = BENCH.parent / "bench_launch.py"
+    cmd = [sys.executable, str(bench), "--kernels", "add_1k", "--min-time", "0.02", "--out", str(tmp_path)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    row = json.loads((tmp_path / "launch_overhead.json").read_text())["rows"][0]
+    assert row["kernels_per_call"] == 1 and 0 < row["usm_async_us"] < row["halide_opencl_us"]
