@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -65,7 +65,7 @@ def measure(launcher: Any, reps: int = 20) -> dict[str, Any]:
     bases = _host_arrays(meta, np.random.default_rng(0))
     cuda = torch.cuda.is_available() and meta.target == "cuda"
     cuda_us, cuda_bases = (_time_cuda(launcher, bases, reps) if cuda else (None, {}))
-    opencl_us = _time_opencl(ocl, bases, reps)
+    opencl_us = _time_opencl(ocl, bases, reps, cuda_us)
     errors = []
     for a in (a for a in meta.args if a.kind == "out" and cuda):
         got = _view(bases[a.name], a).astype(np.float64)
@@ -95,7 +95,7 @@ def _time_cuda(launcher: Any, bases: dict[str, np.ndarray], reps: int) -> tuple[
     return start.elapsed_time(end) * 1e3 / reps, cuda_bases
 
 
-def _time_opencl(ocl: Any, bases: dict[str, np.ndarray], reps: int) -> float:
+def _time_opencl(ocl: Any, bases: dict[str, np.ndarray], reps: int, estimate_us: Optional[float] = None) -> float:
     """Per-run µs of the OpenCL pipeline with buffers on the device: (T(1 + reps) - T(1)) / reps, best of 3."""
     import ctypes
 
@@ -113,7 +113,8 @@ def _time_opencl(ocl: Any, bases: dict[str, np.ndarray], reps: int) -> float:
 
     first = run(1)
     # the repeated kernels must outweigh the noise of the one upload and download: aim at ~0.3 s of kernels
-    reps = max(reps, min(2000, int(0.3 / max(first / 50, 1e-5))))
+    estimate = (estimate_us * 1e-6) if estimate_us else first / 50
+    reps = max(reps, min(2000, int(0.3 / max(estimate, 1e-6))))
     single = min(run(1) for _ in range(3))
     many = min(run(1 + reps) for _ in range(3))
     return max(many - single, 0.0) / reps * 1e6
