@@ -13,7 +13,7 @@ from .common import GUARD, SHIFT, Plan, Recorder, fuse_all, pow2_floor, total
 def default_params(gpu: bool, vector_width: int) -> dict[str, int]:
     """Tunables: ``vector`` lanes, ``wg`` work-group size (GPU), ``tasks_per_core`` (host), ``split`` (full reductions)."""
     if gpu:
-        return {"vector": 4, "wg": 128, "wg_row": 256, "wg_full": 256, "blocks_per_cu": 8, "unroll_full": 4, "split": 64}
+        return {"vector": 4, "wg": 128, "wg_row": 256, "wg_full": 512, "blocks_per_cu": 1, "unroll_full": 4, "split": 64}
     return {"vector": vector_width, "tasks_per_core": 4, "split": 0, "min_chunk": 4096}
 
 
@@ -227,13 +227,13 @@ def _gpu_full(rec: Recorder, plan: Plan, o: hl.Func, spec: ScheduleSpec) -> None
     then each group folds its ``wg`` partials in local memory to one value. Kernel 2: ``fold`` work-items each
     add ``blocks / fold`` group results. Kernel 3: one work-item adds the last ``fold``. No serial chain is
     longer than ``blocks / fold`` (a chain of ``blocks`` dependent loads cost 2x Triton on H100)."""
-    wg = spec.get("wg_full", 256)
+    wg = spec.get("wg_full", 512)
     width = spec.get("fold", 32)
     unroll = spec.get("unroll_full", 4)
     for f in plan.reductions():
         rec(f, f.name(), "compute_root")
         ext = _reduction_extent(plan, f)
-        blocks = _exact_blocks(plan.caps.parallelism * spec.get("blocks_per_cu", 4), ext, wg * unroll)
+        blocks = _exact_blocks(plan.caps.parallelism * spec.get("blocks_per_cu", 1), ext, wg * unroll)
         name, lbl = f.name(), f"{f.name()}.update()"
         if f.has_update_definition() and len(f.rvars(0)) == 1 and (ext is None or ext >= 4 * wg):
             ro, rin, rb, rt = (hl.RVar(f"{name}_{n}") for n in ("ro", "rin", "rb", "rt"))
