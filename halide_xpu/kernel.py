@@ -45,10 +45,38 @@ class HalideXpuKernel(HalideKernel):
         self.reduction_funcs: list[str] = []
 
     def reduction(self, dtype, src_dtype, reduction_type, value):  # type: ignore[override]
-        result = super().reduction(dtype, src_dtype, reduction_type, value)
+        if reduction_type in ("argmax", "argmin") and len(self.reduction_renames) == 1 and not isinstance(value, tuple):
+            result = self._arg_reduction(src_dtype, reduction_type, value)
+        else:
+            result = super().reduction(dtype, src_dtype, reduction_type, value)
         for var in result if isinstance(result, tuple) else (result,):
             if isinstance(var, HalideCSEVariable) and var.name not in self.reduction_funcs:
                 self.reduction_funcs.append(var.name)
+        return result
+
+    def _arg_reduction(self, src_dtype: torch.dtype, reduction_type: str, value: Any) -> Any:
+        """argmax/argmin as two reductions that GPU schedules can split across work-items (upstream's inline
+        ``hl.argmax`` cannot be rfactor'd): the row's max/min (NaN wins, as in torch), then the first index holding
+        it (a min over indices; NaN rows match their first NaN). Same results as torch, ties included."""
+        cache_key = (src_dtype, reduction_type, value)
+        if cache_key in self.cse.reduction_cache:
+            return self.cse.reduction_cache[cache_key]
+        best = super().reduction(src_dtype, src_dtype, "max" if reduction_type == "argmax" else "min", value)
+        if best.name not in self.reduction_funcs:
+            self.reduction_funcs.append(best.name)
+        (sym, rvar), = self.reduction_renames.items()
+        reduction_vars = {sym}
+        result = self.newfunc([v for v in value.used_dims if v not in reduction_vars])
+        if reduction_vars - set(value.used_dims):
+            value = self.genfunc(f"{value}", self.sort_used_dims({*value.used_dims, *reduction_vars}), shape=value.shape)
+        v = value.subs_str(self.reduction_renames)
+        extent = self.kexpr(self.rename_indexing(self.halide_vars[sym]))
+        match = f"({v} == {best})"
+        if src_dtype.is_floating_point:
+            match = f"({match} | (hl.is_nan({v}) & hl.is_nan({best})))"
+        self.body.writeline(f"{result} = hl.cast(hl.Int(32), {extent})")
+        self.body.writeline(f"{result} = hl.min({result}, hl.select({match}, hl.cast(hl.Int(32), {rvar}), hl.cast(hl.Int(32), {extent})))")
+        self.cse.reduction_cache[cache_key] = result
         return result
 
     def apply_offset_to_dimension(self, dims, offset):  # type: ignore[override]
