@@ -152,3 +152,18 @@ def test_half_types(target: str, dtype: torch.dtype) -> None:
 
 def test_float64(target: str) -> None:
     compile_and_check(lambda x: torch.softmax(x, -1) * x.sum(), X.double())
+
+
+ARG_INPUTS = {
+    "ties_nan_inf": torch.tensor([[1., 3., 3., 2.], [float("nan"), 1., float("nan"), 5.],
+                                  [-float("inf")] * 4, [0., -0., 0., 1.], [5., 5., 5., 5.]]),
+    "small_ints_float": torch.randint(0, 3, (17, 40)).float(),
+    "int64": torch.randint(0, 3, (17, 40)),
+    "uint8": torch.randint(0, 2, (9, 30)).to(torch.uint8),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ARG_INPUTS))
+def test_argmax_argmin_ties_and_nan(target: str, name: str) -> None:
+    """argmax/argmin are two reductions (value, then first index holding it): torch's first-index and NaN rules."""
+    compile_and_check(lambda t: (t.argmax(-1), t.argmin(-1), t.argmax(0)), ARG_INPUTS[name])
