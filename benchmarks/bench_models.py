@@ -20,7 +20,7 @@ import halide_xpu  # noqa: E402
 from halide_xpu import compiler, stats  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_cpu import geomean, per_call_us  # noqa: E402
+from bench_cpu import geomean, per_call_us, plot  # noqa: E402
 from models import suite  # noqa: E402
 
 try:
@@ -136,33 +136,12 @@ def run(scale: int, backends: dict[str, dict[str, Any]], anchor: str, gpu: bool,
     (out_dir / "models.json").write_text(json.dumps({"meta": meta, "summary": summary, "rows": rows}, indent=1))
     (out_dir / "models.md").write_text(f"# Model suite on {meta['device']} ({meta['date']}, torch {meta['torch']})\n\n"
                                        f"Times per forward (no grad); ratios vs {anchor} in the same run.\n\n" + table)
-    _plot(rows, names, anchor, out_dir / "models.png")
+    try:  # "us" is recorded only for results that matched eager
+        plot(rows, names, out_dir / "models.png", anchor=anchor, anchor_label=anchor)
+    except ImportError:
+        print("matplotlib missing: no models.png", file=sys.stderr)
     print(table)
     return summary
-
-
-def _plot(rows: list[dict[str, Any]], names: list[str], anchor: str, path: Path) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return
-    others = [b for b in names if b != anchor]
-    fig, ax = plt.subplots(figsize=(1.2 * len(rows) + 3, 4))
-    width = 0.8 / max(1, len(others))
-    for j, b in enumerate(others):
-        vals = [r["results"][b]["us"] / r["results"][anchor]["us"] if "us" in r["results"].get(b, {}) and
-                r["results"][b].get("correct", b == "eager") and "us" in r["results"].get(anchor, {}) else 0 for r in rows]
-        ax.bar([i + j * width for i in range(len(rows))], vals, width, label=b)
-    ax.axhline(1.0, color="k", lw=0.8)
-    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(rows))], [r["name"] for r in rows], rotation=30, ha="right")
-    ax.set_ylabel(f"time / {anchor} (lower is better)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def main() -> int:

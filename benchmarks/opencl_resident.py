@@ -8,7 +8,8 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from halide_xpu import compiler
+from halide_xpu import compiler, runtime
+from halide_xpu.runtime import HalideKernelError
 from halide_xpu.meta import ArgSpec, KernelMeta
 from halide_xpu.target import opencl_devices, targets
 
@@ -108,7 +109,7 @@ def _time_opencl(ocl: Any, bases: dict[str, np.ndarray], reps: int, estimate_us:
     def run(n: int) -> float:
         t0 = time.perf_counter()
         if fn(*ptrs, n):
-            raise RuntimeError(f"OpenCL kernel failed: {getattr(__import__('halide_xpu.runtime').runtime._errors, 'last', '')}")
+            raise HalideKernelError(f"OpenCL kernel failed: {getattr(runtime._errors, 'last', '')}")
         return time.perf_counter() - t0
 
     first = run(1)

@@ -74,11 +74,13 @@ def glue_source(meta: KernelMeta) -> str:
     params = []
     for a in meta.call_args:
         params.append(f"{'int64_t' if a.dtype == 'int64' else 'int32_t'} {a.name}" if a.kind == "scalar" else f"void *{a.name}")
+    names = [a.name for a in meta.call_args]
     in_place = meta.target in ("cuda", "sycl")  # device pointers used in place: never copied, never freed
     interface = "halide_cuda_device_interface()" if meta.target == "cuda" else "hx_usm_device_interface()"
     body, call = [], []
     if meta.glue_takes_stream:
         params.append("void *stream")
+        names.append("stream")
         call.append("stream")
     if meta.target == "sycl":
         pointers = [a.name for a in meta.call_args if a.is_buffer]
@@ -121,7 +123,6 @@ def glue_source(meta: KernelMeta) -> str:
         for i, a in enumerate(meta.args):
             if a.is_buffer:
                 lines.append(f"  if (b{i}.device) halide_device_free(nullptr, &b{i});")
-    names = [p.rsplit(" ", 1)[1].lstrip("*") for p in params]
     lines += ["  return err;", "}", "",
               f'extern "C" int hx_launch({", ".join(params)}) {{ return hx_launch_n({", ".join(names + ["1"])}); }}', ""]
     return "\n".join(lines)

@@ -308,7 +308,8 @@ const halide_device_interface_t *iface();
 
 int usm_and_host_malloc(void *uc, halide_buffer_t *buf) {
   std::lock_guard<std::mutex> g(lock);
-  if (!queue_info(uc)) return halide_error_code_device_malloc_failed;
+  QueueInfo *q = queue_info(uc);
+  if (!q) return halide_error_code_device_malloc_failed;
   size_t size = buf->size_in_bytes();
   void *p = api.malloc_shared(size ? size : 1, uc);
   if (!p) {
@@ -316,7 +317,7 @@ int usm_and_host_malloc(void *uc, halide_buffer_t *buf) {
     return halide_error_code_device_malloc_failed;
   }
   n_mallocs++;
-  allocations[p] = Allocation{uc, size, queue_info(uc)->owned};
+  allocations[p] = Allocation{uc, size, q->owned};
   buf->host = static_cast<uint8_t *>(p);
   buf->device = reinterpret_cast<uint64_t>(p);
   buf->device_interface = iface();
