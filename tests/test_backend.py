@@ -5,9 +5,11 @@ import logging
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import halide_xpu
 from halide_xpu import config, stats
@@ -138,3 +140,32 @@ def test_asserts_catch_bad_buffers(target: str) -> None:
     launcher = next(iter(compiler._memory.values()))
     with pytest.raises(TypeError, match="expects"):
         launcher()
+
+
+@pytest.mark.parametrize("case", ["softmax", "residual_layer_norm", "row_sum"])
+def test_rows_staged_in_local_memory(target: str, case: str) -> None:
+    """Device schedules keep a row that several passes read in local memory (softmax's exp(x - max), a residual
+    norm's x + y) and stage nothing when one pass reads the row (a plain sum); results still match eager."""
+    if target == "host":
+        pytest.skip("GPU-style schedules only")
+    from halide_xpu import compiler
+
+    fns = {
+        "softmax": (lambda x, y: torch.softmax(x, -1), "hl.exp"),
+        "residual_layer_norm": (lambda x, y: F.layer_norm(x + y, (256,)), " + "),
+        "row_sum": (lambda x, y: x.sum(-1), None),
+    }
+    fn, staged_op = fns[case]
+    compiler._memory.clear()
+    compile_and_check(fn, torch.randn(16, 256), torch.randn(16, 256), atol=1e-5, rtol=1e-5)
+    (launcher,) = [lau for lau in compiler._memory.values() if lau.meta.schedule.family == "reduction"]
+    staged = [line.split(".")[0] for line in launcher.schedule if ".compute_at(out_ptr" in line and "_intm" not in line
+              and line.split(".")[0] not in launcher.meta.reductions]
+    if staged_op is None:
+        assert not staged, launcher.schedule
+        return
+    assert len(staged) >= 1, launcher.schedule
+    source = (Path(launcher.library).parent / "kernel.py").read_text()
+    defs = [line for line in source.splitlines() if any(line.strip().startswith(f"{s}[") for s in staged)]
+    assert any(staged_op in d for d in defs), (staged, defs)
+    assert any(f"{staged[0]}.vectorize" in line or f"{staged[0]}.gpu_threads" in line for line in launcher.schedule)

@@ -150,6 +150,18 @@ def test_half_types(target: str, dtype: torch.dtype) -> None:
     compile_and_check(lambda x: x.float().sum(-1), x, atol=1e-3, rtol=1e-3)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_types_vectorized(target: str, dtype: torch.dtype) -> None:
+    """Sizes that split into whole vectors on GPUs (the small graphs above run scalar): half loads, float->half
+    stores, rows staged in local memory."""
+    tol = {"atol": 4e-3, "rtol": 1e-2} if dtype == torch.float16 else {"atol": 3e-2, "rtol": 3e-2}
+    x, y = torch.randn(64, 512).to(dtype), torch.randn(64, 512).to(dtype)
+    compile_and_check(lambda x, y: F.gelu(x) * y + 1, x, y, **tol)
+    compile_and_check(lambda x: x.float().exp().to(dtype), x, **tol)
+    compile_and_check(lambda x: torch.softmax(x.float(), -1).to(dtype), x, **tol)
+    compile_and_check(lambda x, y: F.layer_norm((x + y).float(), (512,)).to(dtype), x, y, **tol)
+
+
 def test_float64(target: str) -> None:
     compile_and_check(lambda x: torch.softmax(x, -1) * x.sum(), X.double())
 

@@ -25,7 +25,7 @@ def default_spec(loop_vars: tuple[LoopVar, ...], has_reduction: bool, caps: Devi
     params = family.default_params(caps.gpu, caps.vector_width)
     params.update(config.schedule_overrides)
     if caps.gpu:
-        for key in ("wg", "wg_row", "wg_full"):
+        for key in ("wg", "wg_row", "wg_row_staged", "wg_full"):
             if key in params:
                 params[key] = min(params[key], caps.max_work_group)
     return ScheduleSpec("reduction" if has_reduction else "pointwise", tuple(sorted(params.items())))

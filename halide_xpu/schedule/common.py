@@ -1,9 +1,10 @@
 """Shared schedule helpers: a recorder that applies and logs directives, extents, var lookup."""
 from __future__ import annotations
 
+import functools
 import math
 import re
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import halide as hl
 
@@ -14,6 +15,9 @@ _UNIQUE_SUFFIX = re.compile(r"\$\d+")  # Halide's suffix for re-created Func nam
 _DEF = re.compile(r"^\s*(tmp\d+)\[[^\]]*\] = (.*)$", re.M)
 _TRANSCENDENTAL = re.compile(r"\b(hl\.(exp|log|erf|pow|sin|cos|tan|atan|atan2)|hx\.tanh_vec)\(")
 _NO_OPENCL_VECTORS = re.compile(r"\bhl\.(is_nan|is_inf|is_finite|erf)\(")
+_LHS = re.compile(r"^\s*((?:tmp|out_ptr)\d+)\[([^\]]*)\] = (.*)$", re.M)
+_REF = re.compile(r"\b(tmp\d+)\[")
+_TO_HALF = re.compile(r"\bhl\.cast\(hl\.Float\(16\)")
 _LOAD = re.compile(r"\b(in_ptr\d+)\[([^,\]]+)[,\]]")
 GUARD = hl.TailStrategy.GuardWithIf
 SHIFT = hl.TailStrategy.ShiftInwards
@@ -79,11 +83,83 @@ class Plan:
                 found.append(func)
         return found
 
+    @functools.cached_property
+    def _defs(self) -> dict[str, tuple[list[str], str]]:
+        """Func name -> (its pure Vars, its definitions' right-hand sides), parsed from the kernel source."""
+        defs: dict[str, tuple[list[str], str]] = {}
+        for m in _LHS.finditer(self.source):
+            args = [a.strip() for a in m.group(2).split(",") if a.strip()]
+            old = defs.get(m.group(1))
+            defs[m.group(1)] = (args, (old[1] + "\n" if old else "") + m.group(3))
+        return defs
+
+    def reads_reduction(self, name: str, seen: Optional[set[str]] = None) -> bool:
+        """Whether Func ``name`` depends on a reduction result (softmax's ``exp(x - max)``) or only on inputs."""
+        seen = set() if seen is None else seen
+        for ref in set(_REF.findall(self._defs.get(name, ([], ""))[1])) - {name} - seen:
+            seen.add(ref)
+            if ref in self.meta.reductions or self.reads_reduction(ref, seen):
+                return True
+        return False
+
+    def row_resident(self, budget: int, row_bytes: Callable[[hl.Func], Optional[int]], exp_cost: int = 8) -> list[hl.Func]:
+        """Funcs spanning the reduced row that several passes over the row read (the reductions, the output
+        when it spans the row, and the Funcs staged before), chosen greedily by the work each saves — a global
+        load costs 4, a transcendental ``exp_cost``, any other op 1 — while their rows fit ``budget`` bytes of
+        local memory: softmax's input (or its ``exp(x - max)``), a residual norm's ``x + y``."""
+        defs = self._defs
+        reductions = set(self.meta.reductions)
+        passes = [r for r in self.meta.reductions if r in defs]
+        passes += [o for o in self.meta.outputs if o in defs and any(a in self.reduction_var_names for a in defs[o][0])]
+
+        def refs(name: str) -> set[str]:
+            return {r for r in _REF.findall(defs[name][1]) if r != name and r in defs and r not in reductions}
+
+        def spans_row(name: str) -> bool:
+            return name.startswith("tmp") and any(a in self.reduction_var_names for a in defs[name][0])
+
+        def reach(name: str, staged: list[str], seen: set[str]) -> set[str]:
+            for r in refs(name) - seen:
+                seen.add(r)
+                if r not in staged:
+                    reach(r, staged, seen)
+            return seen
+
+        def cost(name: str, staged: list[str]) -> int:
+            rhs = defs[name][1]
+            own = 1 + 4 * len(_LOAD.findall(rhs)) + exp_cost * len(_TRANSCENDENTAL.findall(rhs))
+            return own + sum(1 if r in staged else cost(r, staged) for r in refs(name))
+
+        staged: list[str] = []
+        while True:
+            counts: dict[str, int] = {}
+            for p in passes + staged:
+                for name in reach(p, staged, set()):
+                    counts[name] = counts.get(name, 0) + 1
+            best: Optional[tuple[int, str]] = None
+            for name, n in counts.items():
+                func = self.funcs.get(name)
+                size = row_bytes(func) if isinstance(func, hl.Func) and spans_row(name) and name not in staged else None
+                if n < 2 or size is None or size > budget:
+                    continue
+                score = (n - 1) * cost(name, staged)
+                if score >= 4 and (best is None or score > best[0]):  # saves at least a global load per element
+                    best = (score, name)
+            if best is None:
+                return [self.funcs[n] for n in staged]
+            staged.append(best[1])
+            budget -= row_bytes(self.funcs[best[1]]) or 0
+
     @property
     def gpu_vectors(self) -> bool:
         """Whether GPU work-items may use vectors. Halide 21's OpenCL backend fails (an empty "Error:") on
-        vectorized is_nan/is_inf (which erf, clamp and max/min NaN checks use), so such OpenCL kernels stay scalar."""
-        return not ("opencl" in self.meta.halide_target and _NO_OPENCL_VECTORS.search(self.source))
+        vectorized is_nan/is_inf (which erf, clamp and max/min NaN checks use), so such OpenCL kernels stay scalar;
+        CUDA kernels that convert to fp16 stay scalar too."""
+        if "opencl" in self.meta.halide_target and _NO_OPENCL_VECTORS.search(self.source):
+            return False
+        # Halide 21's PTX backend drops vectorized float -> half conversions (it stores the float bits): found by
+        # softmax_fp16 on the H100; scalar conversions are right
+        return not ("cuda" in self.meta.halide_target and _TO_HALF.search(self.source))
 
     def outputs(self) -> list[hl.Func]:
         return [self.funcs[n] for n in self.meta.outputs]

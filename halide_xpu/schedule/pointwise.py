@@ -40,7 +40,8 @@ def schedule_output(rec: Recorder, plan: Plan, out: hl.Func, spec: ScheduleSpec)
         return _gpu_tiled(rec, out, label, args[0], transposed[0], staged, spec)
     fused = fuse_all(rec, out, args, label) if len(args) > 1 else args[0]
     if plan.caps.gpu:
-        return _gpu(rec, out, label, fused, n, spec if plan.gpu_vectors else spec.with_params(vector=1))
+        vec = spec.get("vector", 4) if plan.gpu_vectors else 1
+        return _gpu(rec, out, label, fused, n, spec.with_params(vector=vec))
     return _host(rec, out, label, fused, n, spec, plan.caps.parallelism)
 
 
@@ -100,8 +101,8 @@ def _gpu_tiled(rec: Recorder, out: hl.Func, label: str, x: hl.Var, y: hl.Var, in
 
 def _gpu(rec: Recorder, out: hl.Func, label: str, x: hl.Var, n: Optional[int], spec: ScheduleSpec) -> hl.Var:
     vec, wg = spec.get("vector", 4), spec.get("wg", 256)
-    if n is not None and (n % vec or n < vec * wg):
-        vec = 1
+    while n is not None and vec > 1 and (n % vec or n < vec * wg):
+        vec //= 2
     if vec > 1:
         xv, lanes = hl.Var(f"{label}_v"), hl.Var(f"{label}_lanes")
         rec(out, label, "split", x, xv, lanes, vec, GUARD)

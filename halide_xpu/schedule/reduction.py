@@ -11,9 +11,14 @@ from .common import GUARD, SHIFT, Plan, Recorder, fuse_all, pow2_floor, total
 
 
 def default_params(gpu: bool, vector_width: int) -> dict[str, int]:
-    """Tunables: ``vector`` lanes, ``wg`` work-group size (GPU), ``tasks_per_core`` (host), ``split`` (full reductions)."""
+    """Tunables: ``vector`` lanes; GPU work-group sizes ``wg`` (per-row results, outer reductions), ``wg_row`` /
+    ``wg_row_staged`` (outputs spanning the row; rows staged from inputs only), ``wg_full``; ``stage`` (rows in
+    local memory) and ``exp_cost`` (what staging weighs a transcendental at); ``tasks_per_core`` (host), ``split``."""
     if gpu:
-        return {"vector": 4, "wg": 128, "wg_row": 256, "wg_full": 512, "blocks_per_cu": 1, "unroll_full": 4, "split": 64}
+        # H100 sweeps (benchmarks/results/<gpu>/sweep_*.md): wg 256 + fold 16 for per-row results (argmax
+        # 1.39x -> 1.24x Triton, var_mean 1.35x -> 1.27x); 512 for rows staged from inputs (norms ~1.0x)
+        return {"vector": 4, "wg": 256, "fold": 16, "wg_row": 256, "wg_row_staged": 512, "wg_full": 512,
+                "fold_full": 32, "blocks_per_cu": 1, "unroll_full": 4, "split": 64, "stage": 1, "exp_cost": 8}
     return {"vector": vector_width, "tasks_per_core": 4, "split": 0, "min_chunk": 4096}
 
 
@@ -170,10 +175,15 @@ def _gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     rows = [v for v in args if not plan.is_reduction_var(v)]
     ext = _reduction_extent(plan, o)
     # rows whose output also spans the row (softmax, norms) prefer wider work-groups (H100 sweep: 256 vs 128
-    # gave layer_norm 1.90x vs 2.91x Triton); per-row results (sums, var_mean) prefer 128
-    wg = spec.get("wg_row", 256) if in_row else spec.get("wg", 128)
-    if ext is not None:
-        wg = max(1, min(wg, pow2_floor(ext)))
+    # gave layer_norm 1.90x vs 2.91x Triton), wider still when every pass reads rows staged from the inputs
+    # (norms: 512); per-row results (sums, var_mean) take ``wg``
+    staged = _resident_rows(plan, spec, max(spec.get(k, 0) for k in ("wg", "wg_row", "wg_row_staged")))
+    inputs_only = bool(staged) and not any(plan.reads_reduction(f.name()) for f in staged)
+    wg = spec.get("wg", 256)
+    if in_row:
+        wg = spec.get("wg_row_staged", 512) if inputs_only else spec.get("wg_row", 256)
+    if ext is not None:  # no idle work-items: a row of 1024 takes 256 work-items of 4 lanes, not 512
+        wg = max(1, min(wg, pow2_floor(ext // (_row_vector(plan, spec, ext) if in_row or staged else 1))))
     if not rows:
         _gpu_full(rec, plan, o, spec)
         _schedule_others(rec, plan, o, spec)
@@ -182,7 +192,9 @@ def _gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         _gpu_outer(rec, plan, o, rows, spec)
         _schedule_others(rec, plan, o, spec)
         return
-    row = _row_loops(rec, o, rows, in_row, wg)
+    vec = _row_vector(plan, spec, ext) if in_row else 1
+    row = _row_loops(rec, o, rows, in_row, wg, vec)
+    _stage_rows(rec, plan, o, row, wg, _row_vector(plan, spec, ext), staged)
     names = [v.name() for v in o.args()]
     twins = [t for t in plan.outputs() if t is not o and [v.name() for v in t.args()] == names]
     for twin in twins:  # same-shaped outputs (var_mean's mean and var): the same loops, fused with the primary's
@@ -193,26 +205,79 @@ def _gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         if not f.has_update_definition() or wg < 2:
             continue
         _place_on_threads(rec, _rfactor_across(rec, f, wg), (o, row))
-        fold = _rfactor_fold(rec, f, wg, spec.get("fold", 32))
+        fold = _rfactor_fold(rec, f, wg, spec.get("fold", 16))
         if fold is not None:
             _place_on_threads(rec, fold, (o, row))
     _schedule_others(rec, plan, o, spec, skip=twins)
 
 
-def _row_loops(rec: Recorder, o: hl.Func, rows: list[hl.Var], in_row: list[hl.Var], wg: int) -> hl.Var:
-    """One work-group per row of ``o`` (rows fused), work-items striding along the row when ``o`` spans it."""
+def _row_loops(rec: Recorder, o: hl.Func, rows: list[hl.Var], in_row: list[hl.Var], wg: int, vec: int = 1) -> hl.Var:
+    """One work-group per row of ``o`` (rows fused), work-items striding along the row when ``o`` spans it,
+    each taking ``vec`` adjacent elements (one vector load/store)."""
     label = o.name()
     row = fuse_all(rec, o, rows, f"{label}_row") if len(rows) > 1 else rows[0]
     if in_row:
         x = fuse_all(rec, o, in_row, f"{label}_col") if len(in_row) > 1 else in_row[0]
-        xo, xi = hl.Var(f"{label}_step"), hl.Var(f"{label}_wi")
-        rec(o, label, "split", x, xo, xi, wg, GUARD)
-        rec(o, label, "reorder", xo, xi, row)
+        _row_threads(rec, o, label, x, [row], wg, vec)
         rec(o, label, "gpu_blocks", row)
-        rec(o, label, "gpu_threads", xi)
     else:
         rec(o, label, "gpu_blocks", row)
     return row
+
+
+def _row_threads(rec: Recorder, f: hl.Func, label: str, x: hl.Var, outer: list[hl.Var], wg: int, vec: int) -> hl.Var:
+    """Split ``x`` into ``vec``-wide vectors dealt round-robin to ``wg`` work-items; returns the serial step Var."""
+    lanes = None
+    if vec > 1:
+        xv, lanes = hl.Var(f"{label}_v"), hl.Var(f"{label}_lanes")
+        rec(f, label, "split", x, xv, lanes, vec, GUARD)
+        x = xv
+    xo, xi = hl.Var(f"{label}_step"), hl.Var(f"{label}_wi")
+    rec(f, label, "split", x, xo, xi, wg, GUARD)
+    rec(f, label, "reorder", *([lanes] if lanes is not None else []), xo, xi, *outer)
+    rec(f, label, "gpu_threads", xi)
+    if lanes is not None:
+        rec(f, label, "vectorize", lanes)
+    return xo
+
+
+def _row_vector(plan: Plan, spec: ScheduleSpec, ext: Optional[int]) -> int:
+    """Lanes per work-item along a row: ``vector``, halved until the row splits into whole vectors."""
+    vec = spec.get("vector", 4) if plan.gpu_vectors and ext is not None else 1
+    while vec > 1 and ext % vec:
+        vec //= 2
+    return vec
+
+
+def _resident_rows(plan: Plan, spec: ScheduleSpec, wg: int) -> list[hl.Func]:
+    """``Plan.row_resident`` within the device's local memory, less the partials of ``wg`` work-items."""
+    if not spec.get("stage", 1) or not plan.caps.local_mem:
+        return []
+    budget = plan.caps.local_mem - 8 * wg * max(1, len(plan.reductions()))
+    return plan.row_resident(budget, lambda f: _row_bytes(plan, f), spec.get("exp_cost", 8))
+
+
+def _row_bytes(plan: Plan, f: hl.Func) -> Optional[int]:
+    in_row = [v for v in f.args() if plan.is_reduction_var(v)]
+    ext = plan.var_extent(f, in_row[0]) if len(in_row) == 1 else None
+    return ext * f.type().bytes() if ext is not None else None
+
+
+def _stage_rows(rec: Recorder, plan: Plan, o: hl.Func, row: hl.Var, wg: int, vec: int, staged: list[hl.Func]) -> None:
+    """Row-resident Funcs computed once per work-group into local memory, vectorized, so the passes over a row
+    (max, sum, output) read local memory instead of global memory or recomputing."""
+    for f in staged:
+        name, args = f.name(), list(f.args())
+        x = next(v for v in args if plan.is_reduction_var(v))
+        rec(f, name, "compute_at", o, row)
+        step = _row_threads(rec, f, name, x, [v for v in args if v.name() != x.name()], wg, vec)
+        steps = -(-((_row_bytes(plan, f) or 0) // f.type().bytes()) // (wg * vec))
+        if steps <= 8:  # all of a work-item's loads in flight at once
+            rec(f, name, "unroll", step)
+        elif steps % 8 == 0:  # eight at a time
+            so, si = hl.Var(f"{name}_so"), hl.Var(f"{name}_si")
+            rec(f, name, "split", step, so, si, 8, GUARD)
+            rec(f, name, "unroll", si)
 
 
 def _schedule_others(rec: Recorder, plan: Plan, primary: hl.Func, spec: ScheduleSpec, skip: list[hl.Func] = ()) -> None:
@@ -228,7 +293,7 @@ def _gpu_full(rec: Recorder, plan: Plan, o: hl.Func, spec: ScheduleSpec) -> None
     add ``blocks / fold`` group results. Kernel 3: one work-item adds the last ``fold``. No serial chain is
     longer than ``blocks / fold`` (a chain of ``blocks`` dependent loads cost 2x Triton on H100)."""
     wg = spec.get("wg_full", 512)
-    width = spec.get("fold", 32)
+    width = spec.get("fold_full", 32)
     unroll = spec.get("unroll_full", 4)
     for f in plan.reductions():
         rec(f, f.name(), "compute_root")
@@ -291,7 +356,7 @@ def _exact_blocks(target: int, ext: Optional[int], per_block: int) -> int:
 
 def _gpu_outer(rec: Recorder, plan: Plan, o: hl.Func, rows: list[hl.Var], spec: ScheduleSpec) -> None:
     """Outer reduction: work-items across the contiguous kept dim (coalesced); long reductions split in chunks."""
-    label, wg = o.name(), spec.get("wg", 128)
+    label, wg = o.name(), spec.get("wg", 256)
     x = next((v for v in rows if plan.is_contiguous(v)), rows[0])
     others = [v for v in rows if v.name() != x.name()]
     bx, tx = hl.Var(f"{label}_wg"), hl.Var(f"{label}_wi")
@@ -330,7 +395,7 @@ def _gpu_row_reduce(rec: Recorder, plan: Plan, f: hl.Func, spec: ScheduleSpec) -
     wg = max(1, min(spec.get("wg", 128), pow2_floor(ext))) if ext else spec.get("wg", 128)
     # rfactor first: the partials must not inherit the update's block loops
     split = _rfactor_across(rec, f, wg) if wg >= 2 else None
-    fold = _rfactor_fold(rec, f, wg, spec.get("fold", 32)) if split is not None else None
+    fold = _rfactor_fold(rec, f, wg, spec.get("fold", 16)) if split is not None else None
     urow = fuse_all(rec, upd, args, f"{f.name()}_u") if len(args) > 1 else args[0]
     rec(upd, f"{f.name()}.update()", "gpu_blocks", urow)
     for part in (split, fold):
@@ -408,4 +473,7 @@ def _outputs_only(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
 
 def variants(gpu: bool) -> list[tuple[str, Callable[[Recorder, Plan, ScheduleSpec], None]]]:
     """Schedules to try in order; Halide rejects illegal ones at compile time and the next is tried."""
-    return [("fused", _gpu_fused if gpu else _host_fused), ("staged", _staged), ("outputs_only", _outputs_only)]
+    if not gpu:
+        return [("fused", _host_fused), ("staged", _staged), ("outputs_only", _outputs_only)]
+    unstaged = lambda rec, plan, spec: _gpu_fused(rec, plan, spec.with_params(stage=0))  # noqa: E731
+    return [("fused", _gpu_fused), ("fused_global", unstaged), ("staged", _staged), ("outputs_only", _outputs_only)]

@@ -33,6 +33,7 @@ class SyclDeviceInfo:
     sub_group_sizes: tuple[int, ...]
     fp16: bool
     fp64: bool
+    local_mem_bytes: int = 64 * 1024  # shared local memory per work-group (64 KiB on Intel Xe GPUs)
 
     @property
     def sub_group(self) -> int:
@@ -75,6 +76,7 @@ def _describe(dev: Any) -> SyclDeviceInfo:
         sub_group_sizes=tuple(dev.sub_group_sizes),
         fp16=bool(dev.has_aspect_fp16),
         fp64=bool(dev.has_aspect_fp64),
+        local_mem_bytes=int(dev.local_mem_size),
     )
 
 
@@ -119,6 +121,7 @@ def xpu_info(index: int = 0) -> SyclDeviceInfo:
         sub_group_sizes=tuple(p.sub_group_sizes),
         fp16=bool(p.has_fp16),
         fp64=bool(p.has_fp64),
+        local_mem_bytes=int(getattr(p, "local_mem_size", 64 * 1024)),
     )
 
 

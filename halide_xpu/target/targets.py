@@ -19,6 +19,7 @@ class DeviceCaps:
     vector_width: int  # fp32 lanes per vector (host) / per work-item vector loads (GPU)
     max_work_group: int = 1
     sub_group: int = 0  # preferred sub-group size, 0 when unknown
+    local_mem: int = 0  # bytes of local (shared) memory one work-group may use; 0: schedules use none by choice
 
 
 @functools.lru_cache(maxsize=None)
@@ -40,15 +41,24 @@ def device_caps(target: str, device_type: str = "cpu", index: int = 0) -> Device
             4,
             max_work_group=min(dev.max_work_group_size, 1024),
             sub_group=subs[-1] if subs else 0,
+            local_mem=dev.local_mem_bytes,
         )
     if target == "cuda":
         return _cuda_caps()
     if target == "sycl":
         info = sycl_devices.device_info(device_type, index)
         return DeviceCaps(
-            True, info.compute_units, 4, max_work_group=min(info.max_work_group_size, 1024), sub_group=info.sub_group
+            True,
+            info.compute_units,
+            4,
+            max_work_group=min(info.max_work_group_size, 1024),
+            sub_group=info.sub_group,
+            local_mem=info.local_mem_bytes,
         )
     raise ValueError(f"unknown halide_xpu target {target!r}")
+
+
+CUDA_SHARED_BYTES = 48 * 1024
 
 
 @functools.lru_cache(maxsize=None)
@@ -56,7 +66,9 @@ def _cuda_caps() -> DeviceCaps:
     import torch
 
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    return DeviceCaps(True, props.multi_processor_count, 4, max_work_group=1024, sub_group=32)
+    # 48 KiB: a block's shared memory without the opt-in attribute Halide's CUDA runtime does not set
+    shared = min(getattr(props, "shared_memory_per_block", CUDA_SHARED_BYTES), CUDA_SHARED_BYTES)
+    return DeviceCaps(True, props.multi_processor_count, 4, max_work_group=1024, sub_group=32, local_mem=shared)
 
 
 def _common_features() -> list[str]:

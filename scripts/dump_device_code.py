@@ -1,0 +1,59 @@
+"""Show the device code (PTX in a Halide stmt) our schedules give a graph on CUDA, on a machine without a GPU."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+import halide_xpu  # noqa: F401  (registers the backend)
+from halide_xpu import compiler
+from halide_xpu.target.targets import CUDA_SHARED_BYTES, DeviceCaps
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import kernels  # noqa: E402
+
+H100 = DeviceCaps(True, 132, 4, max_work_group=1024, sub_group=32, local_mem=CUDA_SHARED_BYTES)
+CUDA_TARGET = "x86-64-linux-cuda-cuda_capability_80-strict_float-no_runtime"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("kernels", nargs="+", help="names from benchmarks/kernels.py")
+    ap.add_argument("--size", type=int, default=1024, help="matrix side")
+    ap.add_argument("--out", default="/tmp/halide_xpu_device_code")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    build = compiler.build
+    cases = {c[0]: c for c in kernels.suite()}
+
+    for name in args.kernels:
+        counter = [0]
+
+        def dump(meta, source, workdir, name=name):  # the CPU build runs the graph; a CUDA twin is only compiled
+            counter[0] += 1
+            stem = out / f"{name}_{counter[0]}"
+            cuda = dataclasses.replace(meta, target="cuda", device_type="cuda", halide_target=CUDA_TARGET)
+            _, lines, variant = compiler.compile_scheduled(
+                cuda, source, lambda p, a, t: p.compile_to_lowered_stmt(f"{stem}.stmt", a, __import__("halide").StmtOutputFormat.Text, t), H100)
+            Path(f"{stem}.schedule.txt").write_text(f"# variant {variant}\n" + "\n".join(lines) + "\n")
+            print(f"{name}: {stem}.stmt ({variant})")
+            return build(meta, source, workdir)
+
+        compiler.build = dump
+        try:
+            torch._dynamo.reset()
+            _, _, fn, make = cases[name]
+            with torch._inductor.config.patch(cpu_backend="halide_xpu", fx_graph_cache=False):
+                torch.compile(fn)(*make(args.size))
+        finally:
+            compiler.build = build
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("HALIDE_XPU_CACHE_DIR", "/tmp/halide_xpu_dump_cache")
+    main()
