@@ -7,11 +7,13 @@ import os
 import sys
 from pathlib import Path
 
-import torch
+os.environ.setdefault("HALIDE_XPU_CACHE_DIR", "/tmp/halide_xpu_dump_cache")  # read when halide_xpu loads
 
-import halide_xpu  # noqa: F401  (registers the backend)
-from halide_xpu import compiler
-from halide_xpu.target.targets import CUDA_SHARED_BYTES, DeviceCaps
+import torch  # noqa: E402
+
+import halide_xpu  # noqa: F401,E402  (registers the backend)
+from halide_xpu import compiler  # noqa: E402
+from halide_xpu.target.targets import CUDA_SHARED_BYTES, DeviceCaps  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import kernels  # noqa: E402
@@ -55,5 +57,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("HALIDE_XPU_CACHE_DIR", "/tmp/halide_xpu_dump_cache")
     main()

@@ -8,7 +8,7 @@ from typing import Any, Callable, Optional
 
 import halide as hl
 
-from ..meta import STORAGE_SUFFIX, KernelMeta
+from ..meta import DTYPES, STORAGE_SUFFIX, KernelMeta
 from ..target.targets import DeviceCaps
 
 _UNIQUE_SUFFIX = re.compile(r"\$\d+")  # Halide's suffix for re-created Func names, noise in a printed schedule
@@ -102,13 +102,16 @@ class Plan:
                 return True
         return False
 
-    def row_resident(self, budget: int, row_bytes: Callable[[hl.Func], Optional[int]], exp_cost: int = 8) -> list[hl.Func]:
+    def row_resident(self, budget: int, row_bytes: Callable[[hl.Func], Optional[int]], exp_cost: int = 6) -> list[hl.Func]:
         """Funcs spanning the reduced row that several passes over the row read (the reductions, the output
         when it spans the row, and the Funcs staged before), chosen greedily by the work each saves — a global
-        load costs 4, a transcendental ``exp_cost``, any other op 1 — while their rows fit ``budget`` bytes of
-        local memory: softmax's input (or its ``exp(x - max)``), a residual norm's ``x + y``."""
+        load costs 2 per byte, a transcendental ``exp_cost``, any other op 1 — while their rows fit ``budget``
+        bytes of local memory: softmax's input (fp32; its ``exp(x - max)`` when the input is fp16 and cheap to
+        read again), a residual norm's ``x + y``. H100 sweeps: fp32 softmax 1.2x Triton staging the input vs
+        1.3-1.5x staging the exp; fp16 softmax 1.25x staging the exp vs 1.45-1.65x staging the input."""
         defs = self._defs
         reductions = set(self.meta.reductions)
+        dtypes = {a.name: a.dtype for a in self.meta.args}
         passes = [r for r in self.meta.reductions if r in defs]
         passes += [o for o in self.meta.outputs if o in defs and any(a in self.reduction_var_names for a in defs[o][0])]
 
@@ -127,7 +130,8 @@ class Plan:
 
         def cost(name: str, staged: list[str]) -> int:
             rhs = defs[name][1]
-            own = 1 + 4 * len(_LOAD.findall(rhs)) + exp_cost * len(_TRANSCENDENTAL.findall(rhs))
+            loads = sum(2 * DTYPES.get(dtypes.get(m[0], "float32"), DTYPES["float32"])[3] for m in _LOAD.findall(rhs))
+            own = 1 + loads + exp_cost * len(_TRANSCENDENTAL.findall(rhs))
             return own + sum(1 if r in staged else cost(r, staged) for r in refs(name))
 
         staged: list[str] = []
