@@ -100,6 +100,13 @@ def test_large_reductions(target: str) -> None:
     compile_and_check(lambda x: x.sum(0), tall, atol=1e-3, rtol=1e-4)
 
 
+def test_large_reductions(target: str) -> None:
+    """Sizes that take the GPU schedules' vector loads, unrolled register partials and chunked outer sums."""
+    compile_and_check(lambda x: x.sum(), torch.randn(1 << 20), atol=1e-2, rtol=1e-4)
+    compile_and_check(lambda x: (x.sum(0), x.amax(0)), torch.randn(4096, 256), atol=1e-3, rtol=1e-4)
+    compile_and_check(lambda x: (x.argmax(-1), torch.var_mean(x, -1)), torch.randn(64, 4096), atol=1e-4, rtol=1e-4)
+
+
 def test_softmax_logsoftmax(target: str) -> None:
     compile_and_check(lambda x: torch.softmax(x, -1), X)
     compile_and_check(lambda x: torch.log_softmax(x, -1), X)

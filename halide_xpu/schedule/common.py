@@ -228,3 +228,21 @@ def fuse_all(rec: Recorder, func: hl.Func, vars_: list[hl.Var], label: str) -> h
         rec(func, label, "fuse", fused, v, new)
         fused = new
     return fused
+
+
+def primary_output(plan: Plan) -> hl.Func:
+    """The output a fused reduction schedule is built around: the one with the most dims (first on ties)."""
+    outs = plan.outputs()
+    return max(outs, key=lambda f: (len(f.args()), -outs.index(f)))
+
+
+def reduction_extent(plan: Plan, f: hl.Func) -> Optional[int]:
+    """Static extent of the kernel's (first) reduction loop, None when symbolic or absent."""
+    names = [v.name for v in plan.meta.loop_vars if v.reduction]
+    exts = [plan.extents[n] for n in names]
+    return exts[0] if exts else None
+
+
+def inner_reduction(plan: Plan) -> bool:
+    """A reduction over a contiguous (stride-1) input dimension: vectorize by rfactor, not across rows."""
+    return any(v.reduction and v.contiguous for v in plan.meta.loop_vars)

@@ -10,9 +10,10 @@ from .common import GUARD, SHIFT, Plan, Recorder, fuse_all, pow2_floor, total
 
 
 def default_params(gpu: bool, vector_width: int) -> dict[str, int]:
-    """Tunables: ``vector`` lanes, ``wg`` work-group size (GPU), ``tasks_per_core`` (host parallel split)."""
-    if gpu:
-        return {"vector": 4, "wg": 256}
+    """Tunables: ``vector`` lanes, ``wg`` work-group size and ``tile`` (transposes) on GPUs, ``tasks_per_core``
+    (host parallel split)."""
+    if gpu:  # tile: transposes in 64x64 local-memory tiles (H100: 1.15x Triton vs 1.22x with 32x32)
+        return {"vector": 4, "wg": 256, "tile": 64}
     return {"vector": vector_width, "tasks_per_core": 4, "min_chunk": 4096}
 
 

@@ -1,0 +1,379 @@
+"""GPU reduction schedules: a work-group per row with rows staged in local memory and in-group trees, chunked
+outer reductions, streaming full reductions."""
+from __future__ import annotations
+
+from typing import Optional
+
+import halide as hl
+
+from ..meta import ScheduleSpec
+from . import pointwise
+from .common import GUARD, Plan, Recorder, fuse_all, inner_reduction, pow2_floor, primary_output, reduction_extent
+
+
+def gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
+    """One work-group per row (group): threads stride over the row, rfactor'd partials in local memory."""
+    o = primary_output(plan)
+    label = o.name()
+    args = list(o.args())
+    in_row = [v for v in args if plan.is_reduction_var(v)]
+    rows = [v for v in args if not plan.is_reduction_var(v)]
+    ext = reduction_extent(plan, o)
+    # rows whose output also spans the row (softmax, norms) prefer wider work-groups (H100 sweep: 256 vs 128
+    # gave layer_norm 1.90x vs 2.91x Triton), wider still when every pass reads rows staged from the inputs
+    # (norms: 512); per-row results (sums, var_mean) take ``wg``
+    staged = _resident_rows(plan, spec, max(spec.get(k, 0) for k in ("wg", "wg_row", "wg_row_staged")))
+    inputs_only = bool(staged) and not any(plan.reads_reduction(f.name()) for f in staged)
+    wg = spec.get("wg", 256)
+    if in_row:
+        wg = spec.get("wg_row_staged", 512) if inputs_only else spec.get("wg_row", 256)
+    if ext is not None:  # no idle work-items: a row of 1024 takes 256 work-items of 4 lanes, not 512
+        wg = max(1, min(wg, pow2_floor(ext // (_row_vector(plan, spec, ext) if in_row or staged else 1))))
+    if not rows:
+        _gpu_full(rec, plan, o, spec)
+        _schedule_others(rec, plan, o, spec)
+        return
+    if not in_row and not inner_reduction(plan):
+        _gpu_outer(rec, plan, o, rows, spec)
+        _schedule_others(rec, plan, o, spec)
+        return
+    vec = _row_vector(plan, spec, ext) if in_row else 1
+    row = _row_loops(rec, o, rows, in_row, wg, vec)
+    _stage_rows(rec, plan, o, row, wg, _row_vector(plan, spec, ext), staged)
+    names = [v.name() for v in o.args()]
+    twins = [t for t in plan.outputs() if t is not o and [v.name() for v in t.args()] == names]
+    for twin in twins:  # same-shaped outputs (var_mean's mean and var): the same loops, fused with the primary's
+        rec(twin, twin.name(), "compute_with", o, _row_loops(rec, twin, [v for v in twin.args() if not plan.is_reduction_var(v)],
+                                                             [v for v in twin.args() if plan.is_reduction_var(v)], wg))
+    for f in plan.reductions():
+        rec(f, f.name(), "compute_at", o, row)
+        if not f.has_update_definition() or wg < 2:
+            continue
+        lanes = _row_vector(plan, spec, ext) if spec.get("vector_partials", 0) else 1
+        if lanes > 1 and inner_reduction(plan):
+            _rfactor_lanes(rec, f, wg, lanes, (o, row))
+        else:
+            part, ro, u = _rfactor_across(rec, f, wg)
+            # H100 sweep 7: 2 register partials per work-item took argmax 1.23x -> 1.02x Triton and var_mean 1.33x ->
+            # 1.11x, but fp16 softmax 1.26x -> 1.42x: on for per-row results, off for rows the output spans
+            unroll = spec.get("unroll_span", 0) if in_row else spec.get("unroll_row", 2)
+            _place_on_threads(rec, (part, _register_accumulators(rec, part, ro, u, ext, wg, unroll), u), (o, row))
+        fold = _rfactor_fold(rec, f, wg, spec.get("fold", 16))
+        if fold is not None:
+            _place_on_threads(rec, fold, (o, row))
+    _schedule_others(rec, plan, o, spec, skip=twins)
+
+
+def _row_loops(rec: Recorder, o: hl.Func, rows: list[hl.Var], in_row: list[hl.Var], wg: int, vec: int = 1) -> hl.Var:
+    """One work-group per row of ``o`` (rows fused), work-items striding along the row when ``o`` spans it,
+    each taking ``vec`` adjacent elements (one vector load/store)."""
+    label = o.name()
+    row = fuse_all(rec, o, rows, f"{label}_row") if len(rows) > 1 else rows[0]
+    if in_row:
+        x = fuse_all(rec, o, in_row, f"{label}_col") if len(in_row) > 1 else in_row[0]
+        _row_threads(rec, o, label, x, [row], wg, vec)
+        rec(o, label, "gpu_blocks", row)
+    else:
+        rec(o, label, "gpu_blocks", row)
+    return row
+
+
+def _row_threads(rec: Recorder, f: hl.Func, label: str, x: hl.Var, outer: list[hl.Var], wg: int, vec: int) -> hl.Var:
+    """Split ``x`` into ``vec``-wide vectors dealt round-robin to ``wg`` work-items; returns the serial step Var."""
+    lanes = None
+    if vec > 1:
+        xv, lanes = hl.Var(f"{label}_v"), hl.Var(f"{label}_lanes")
+        rec(f, label, "split", x, xv, lanes, vec, GUARD)
+        x = xv
+    xo, xi = hl.Var(f"{label}_step"), hl.Var(f"{label}_wi")
+    rec(f, label, "split", x, xo, xi, wg, GUARD)
+    rec(f, label, "reorder", *([lanes] if lanes is not None else []), xo, xi, *outer)
+    rec(f, label, "gpu_threads", xi)
+    if lanes is not None:
+        rec(f, label, "vectorize", lanes)
+    return xo
+
+
+def _row_vector(plan: Plan, spec: ScheduleSpec, ext: Optional[int]) -> int:
+    """Lanes per work-item along a row: ``vector``, halved until the row splits into whole vectors."""
+    vec = spec.get("vector", 4) if plan.gpu_vectors and ext is not None else 1
+    while vec > 1 and ext % vec:
+        vec //= 2
+    return vec
+
+
+def _resident_rows(plan: Plan, spec: ScheduleSpec, wg: int) -> list[hl.Func]:
+    """``Plan.row_resident`` within the device's local memory, less the partials of ``wg`` work-items."""
+    if not spec.get("stage", 1) or not plan.caps.local_mem:
+        return []
+    budget = plan.caps.local_mem - 8 * wg * max(1, len(plan.reductions()))
+    return plan.row_resident(budget, lambda f: _row_bytes(plan, f), spec.get("exp_cost", 6))
+
+
+def _row_bytes(plan: Plan, f: hl.Func) -> Optional[int]:
+    in_row = [v for v in f.args() if plan.is_reduction_var(v)]
+    ext = plan.var_extent(f, in_row[0]) if len(in_row) == 1 else None
+    return ext * f.type().bytes() if ext is not None else None
+
+
+def _stage_rows(rec: Recorder, plan: Plan, o: hl.Func, row: hl.Var, wg: int, vec: int, staged: list[hl.Func]) -> None:
+    """Row-resident Funcs computed once per work-group into local memory, vectorized, so the passes over a row
+    (max, sum, output) read local memory instead of global memory or recomputing."""
+    for f in staged:
+        name, args = f.name(), list(f.args())
+        x = next(v for v in args if plan.is_reduction_var(v))
+        rec(f, name, "compute_at", o, row)
+        step = _row_threads(rec, f, name, x, [v for v in args if v.name() != x.name()], wg, vec)
+        steps = -(-((_row_bytes(plan, f) or 0) // f.type().bytes()) // (wg * vec))
+        if steps <= 8:  # all of a work-item's loads in flight at once
+            rec(f, name, "unroll", step)
+        elif steps % 8 == 0:  # eight at a time
+            so, si = hl.Var(f"{name}_so"), hl.Var(f"{name}_si")
+            rec(f, name, "split", step, so, si, 8, GUARD)
+            rec(f, name, "unroll", si)
+
+
+def _schedule_others(rec: Recorder, plan: Plan, primary: hl.Func, spec: ScheduleSpec, skip: list[hl.Func] = ()) -> None:
+    for other in plan.outputs():
+        if other is not primary and all(other is not s for s in skip):
+            pointwise.schedule_output(rec, plan, other, spec)
+
+
+def _gpu_full(rec: Recorder, plan: Plan, o: hl.Func, spec: ScheduleSpec) -> None:
+    """Reduction to a scalar on GPU. Kernel 1: ``blocks`` work-groups of ``wg`` work-items stream the input
+    coalesced (element ``(i * blocks + b) * wg + t`` goes to work-item ``t`` of group ``b``, loads unrolled),
+    then each group folds its ``wg`` partials in local memory to one value. Kernel 2: ``fold`` work-items each
+    add ``blocks / fold`` group results. Kernel 3: one work-item adds the last ``fold``. No serial chain is
+    longer than ``blocks / fold`` (a chain of ``blocks`` dependent loads cost 2x Triton on H100)."""
+    wg = spec.get("wg_full", 512)
+    width = spec.get("fold_full", 32)
+    for f in plan.reductions():
+        rec(f, f.name(), "compute_root")
+        ext = reduction_extent(plan, f)
+        unroll = spec.get("unroll_full", 4)
+        vec = spec.get("vector_full", 4) if plan.gpu_vectors else 1
+        target = plan.caps.parallelism * spec.get("blocks_per_cu", 1)
+        blocks = _exact_blocks(target, ext, wg * unroll * vec)
+        if vec > 1 and (ext is None or ext % (blocks * wg * unroll * vec)):  # vector loads only when all are whole
+            vec = 1
+            blocks = _exact_blocks(target, ext, wg * unroll)
+        name, lbl = f.name(), f"{f.name()}.update()"
+        if f.has_update_definition() and len(f.rvars(0)) == 1 and (ext is None or ext >= 4 * wg):
+            ro, rin, rb, rt, rtl, rl = (hl.RVar(f"{name}_{n}") for n in ("ro", "rin", "rb", "rt", "rtl", "rl"))
+            b, t = hl.Var(f"{name}_b"), hl.Var(f"{name}_t")
+            rec(f.update(), lbl, "split", f.rvars(0)[0], ro, rin, blocks * wg * vec, GUARD)
+            if vec > 1:  # work-item t of group b reads elements [t * vec, t * vec + vec) of each block-sized step
+                rec(f.update(), lbl, "split", rin, rb, rtl, wg * vec, GUARD)
+                rec(f.update(), lbl, "split", rtl, rt, rl, vec, GUARD)
+            else:
+                rec(f.update(), lbl, "split", rin, rb, rt, wg, GUARD)
+            group = rec(f.update(), lbl, "rfactor", rb, b)  # group[b]: everything work-group b reads
+            gl = f"{name}_group"
+            glbl = f"{gl}.update()"
+            # rfactors before the group's block loop, so the partials do not inherit it
+            threads = rec(group.update(), glbl, "rfactor", rt, t)  # threads[b, t]: a strided serial sum
+            gfold = _rfactor_fold(rec, group, wg, width)
+            rec(group, gl, "compute_root")
+            rec(group, gl, "gpu_blocks", b)
+            rec(group.update(), glbl, "gpu_blocks", b)
+            tl = f"{name}_threads"
+            serial = [ro]
+            pairs = []
+            unroll = unroll if unroll > 1 and (ext is None or ext >= blocks * wg * unroll * vec) else 1
+            if unroll > 1:
+                roo, roi, k = hl.RVar(f"{name}_roo"), hl.RVar(f"{name}_roi"), hl.Var(f"{name}_k")
+                rec(threads.update(), f"{tl}.update()", "split", ro, roo, roi, unroll, GUARD)
+                pairs.append((roi, k))
+                serial = [roi]
+            if vec > 1:
+                lane = hl.Var(f"{name}_lane")
+                pairs.append((rl, lane))
+                serial = [rl, *serial]
+            if pairs:
+                # ``unroll`` x ``vec`` accumulators in the work-item's registers (loads in flight at once, vector
+                # loads), added at the end; not one running sum in local memory, stored on every step
+                acc = rec(threads.update(), f"{tl}.update()", "rfactor", pairs)  # acc[b, t, k, lane]: over the rest
+                al, albl = f"{name}_acc", f"{name}_acc.update()"
+                rec(acc, al, "compute_at", threads, t)
+                if unroll > 1:
+                    rec(acc, al, "unroll", k)
+                    rec(acc.update(), albl, "unroll", k)
+                if vec > 1:
+                    rec(acc, al, "vectorize", lane)
+                    rec(acc.update(), albl, "vectorize", lane)
+                rec(acc.update(), albl, "reorder", *[v for _, v in reversed(pairs)], roo if unroll > 1 else ro)
+            rec(threads, tl, "compute_at", group, b)
+            rec(threads, tl, "gpu_threads", t)
+            rec(threads.update(), f"{tl}.update()", "reorder", *serial, t)
+            rec(threads.update(), f"{tl}.update()", "gpu_threads", t)
+            if gfold is not None:
+                _place_on_threads(rec, gfold, (group, b))
+            if blocks > width:
+                rbo, rbi, v = hl.RVar(f"{name}_rbo"), hl.RVar(f"{name}_rbi"), hl.Var(f"{name}_v")
+                rec(f.update(), lbl, "split", rb, rbo, rbi, width, GUARD)
+                last = rec(f.update(), lbl, "rfactor", rbi, v)  # last[v]: every width-th group result
+                ll = f"{name}_last"
+                bx, tx = hl.Var(f"{ll}_wg"), hl.Var(f"{ll}_wi")
+                rec(last, ll, "compute_root")
+                rec(last, ll, "gpu_tile", v, bx, tx, width, GUARD)
+                rec(last.update(), f"{ll}.update()", "gpu_tile", v, bx, tx, width, GUARD)
+        rec(f, name, "gpu_single_thread")
+        if f.has_update_definition():
+            rec(f.update(), lbl, "gpu_single_thread")
+    if not o.args():
+        rec(o, o.name(), "gpu_single_thread")
+    else:
+        pointwise.schedule_output(rec, plan, o, spec)
+
+
+def _exact_blocks(target: int, ext: Optional[int], per_block: int) -> int:
+    """A work-group count near ``target`` that splits ``ext`` exactly (no per-element guards, so unrolled
+    loads can all be in flight); ``target`` when none fits."""
+    target = max(1, target)
+    if ext is not None:
+        for blocks in sorted(range(max(1, target // 4), 2 * target + 1), key=lambda b: abs(b - target)):
+            if ext % (blocks * per_block) == 0:
+                return blocks
+    return target
+
+
+def _gpu_outer(rec: Recorder, plan: Plan, o: hl.Func, rows: list[hl.Var], spec: ScheduleSpec) -> None:
+    """Outer reduction: work-items across the contiguous kept dim (coalesced); long reductions split in chunks."""
+    label, wg = o.name(), spec.get("wg", 256)
+    x = next((v for v in rows if plan.is_contiguous(v)), rows[0])
+    others = [v for v in rows if v.name() != x.name()]
+    bx, tx = hl.Var(f"{label}_wg"), hl.Var(f"{label}_wi")
+    rec(o, label, "gpu_tile", x, bx, tx, wg, GUARD)
+    if others:
+        y = fuse_all(rec, o, others, f"{label}_row") if len(others) > 1 else others[0]
+        rec(o, label, "gpu_blocks", y)
+    ext = reduction_extent(plan, o)
+    ncols = plan.var_extent(o, x)
+    for f in plan.reductions():
+        rec(f, f.name(), "compute_at", o, tx)
+        if not f.has_update_definition() or others or ext is None or ncols is None or ext < 256:
+            continue
+        vec = spec.get("vector_outer", 1) if plan.gpu_vectors else 1  # H100: 4 lanes 1.46x Triton, 1 lane 1.16x
+        vec = vec if vec > 1 and ncols % vec == 0 and ncols >= vec * wg else 1
+        # enough work-items to fill the device: 2048 per compute unit, each summing ``vec`` columns of a chunk
+        chunks = max(2, min(pow2_floor(plan.caps.parallelism * 2048 * vec // max(ncols, 1)), ext // 64))
+        if chunks < 4:
+            continue
+        fx = next((v for v in f.args() if plan.is_contiguous(v)), f.args()[0])
+        ro, ri, c = hl.RVar(f"{f.name()}_ro"), hl.RVar(f"{f.name()}_ri"), hl.Var(f"{f.name()}_chunk")
+        lbl = f"{f.name()}.update()"
+        rec(f.update(), lbl, "split", f.rvars(0)[0], ro, ri, -(-ext // chunks), GUARD)
+        part = rec(f.update(), lbl, "rfactor", ro, c)  # part[x, c] = sum of chunk c of column x
+        pl = f"{f.name()}_partial"
+        pbx, pby, ptx, pty = (hl.Var(f"{pl}_{n}") for n in ("bx", "by", "tx", "ty"))
+        # the chunk sums accumulate in each work-item's registers (part computed per work-item inside a wrapper
+        # kernel that stores each sum once), not in global memory row by row
+        wrap = rec(part, pl, "in_")
+        wl = f"{pl}_out"
+        rec(wrap, wl, "compute_root")
+        wx = next(v for v in wrap.args() if v.name() == fx.name())
+        wc = next(v for v in wrap.args() if v.name() != fx.name())
+        if vec > 1:  # each work-item sums ``vec`` adjacent columns: one vector load per row
+            px, lanes = hl.Var(f"{pl}_x"), hl.Var(f"{pl}_lanes")
+            rec(wrap, wl, "split", wx, px, lanes, vec, GUARD)
+            rec(wrap, wl, "vectorize", lanes)
+            wx = px
+        rec(wrap, wl, "gpu_tile", wx, wc, pbx, pby, ptx, pty, wg, 1, GUARD)
+        rec(part, pl, "compute_at", wrap, ptx)
+        if vec > 1:
+            rec(part, pl, "vectorize", fx)
+            rec(part.update(), f"{pl}.update()", "vectorize", fx)
+        unroll = spec.get("unroll_outer", 4)
+        if unroll > 1 and -(-ext // chunks) % unroll == 0:  # several rows' loads in flight per work-item
+            rio, rii = hl.RVar(f"{f.name()}_rio"), hl.RVar(f"{f.name()}_rii")
+            rec(part.update(), f"{pl}.update()", "split", ri, rio, rii, unroll, GUARD)
+            rec(part.update(), f"{pl}.update()", "unroll", rii)
+
+
+def gpu_row_reduce(rec: Recorder, plan: Plan, f: hl.Func, spec: ScheduleSpec) -> None:
+    """A reduction in its own kernel, one work-group per row, threads reduce into local memory."""
+    args = list(f.args())
+    row = fuse_all(rec, f, args, f.name()) if len(args) > 1 else args[0]
+    rec(f, f.name(), "gpu_blocks", row)
+    upd = f.update()
+    ext = reduction_extent(plan, f)
+    wg = max(1, min(spec.get("wg", 128), pow2_floor(ext))) if ext else spec.get("wg", 128)
+    # rfactor first: the partials must not inherit the update's block loops
+    split = _rfactor_across(rec, f, wg) if wg >= 2 else None
+    fold = _rfactor_fold(rec, f, wg, spec.get("fold", 16)) if split is not None else None
+    urow = fuse_all(rec, upd, args, f"{f.name()}_u") if len(args) > 1 else args[0]
+    rec(upd, f"{f.name()}.update()", "gpu_blocks", urow)
+    for part in (split, fold):
+        if part is not None:
+            _place_on_threads(rec, part, (f, urow))
+
+
+def _rfactor_across(rec: Recorder, f: hl.Func, wg: int) -> tuple[hl.Func, hl.RVar, hl.Var]:
+    """Split the reduction by ``wg`` and rfactor: one partial per work-item, each striding over the row."""
+    ro, ri, u = hl.RVar(f"{f.name()}_ro"), hl.RVar(f"{f.name()}_ri"), hl.Var(f"{f.name()}_wi")
+    rec(f.update(), f"{f.name()}.update()", "split", f.rvars(0)[0], ro, ri, wg, GUARD)
+    part = rec(f.update(), f"{f.name()}.update()", "rfactor", ri, u)
+    return part, ro, u
+
+
+def _register_accumulators(rec: Recorder, part: hl.Func, ro: hl.RVar, u: hl.Var, ext: Optional[int], wg: int,
+                           unroll: int) -> hl.RVar:
+    """Give each work-item ``unroll`` running partials in registers (its loads in flight together, no
+    local-memory store per element), added at the end; returns the RVar ``part``'s update still loops over."""
+    steps = -(-ext // wg) if ext is not None else 0
+    if unroll < 2 or steps < unroll or steps % unroll:
+        return ro
+    pl, name = part.name(), part.name()
+    roo, roi, k = hl.RVar(f"{name}_roo"), hl.RVar(f"{name}_roi"), hl.Var(f"{name}_k")
+    rec(part.update(), f"{pl}.update()", "split", ro, roo, roi, unroll, GUARD)
+    acc = rec(part.update(), f"{pl}.update()", "rfactor", roi, k)  # acc[u, k]: over roo
+    al = acc.name()
+    rec(acc, al, "compute_at", part, u)
+    rec(acc, al, "unroll", k)
+    rec(acc.update(), f"{al}.update()", "reorder", k, roo)
+    rec(acc.update(), f"{al}.update()", "unroll", k)
+    return roi
+
+
+def _rfactor_lanes(rec: Recorder, f: hl.Func, wg: int, vec: int, at: tuple[hl.Func, hl.Var]) -> None:
+    """``_rfactor_across`` + ``_place_on_threads`` where each work-item reads ``vec`` adjacent elements per step
+    (one vector load) into a vector accumulator in registers, then adds its lanes: a quarter of the loop
+    iterations and no local-memory store per element."""
+    name, lbl = f.name(), f"{f.name()}.update()"
+    ro, ri, rw, rl = (hl.RVar(f"{name}_{n}") for n in ("ro", "ri", "rw", "rl"))
+    u, lane = hl.Var(f"{name}_wi"), hl.Var(f"{name}_lane")
+    rec(f.update(), lbl, "split", f.rvars(0)[0], ro, ri, wg * vec, GUARD)
+    rec(f.update(), lbl, "split", ri, rw, rl, vec, GUARD)
+    part = rec(f.update(), lbl, "rfactor", rw, u)  # part[u]: work-item u's elements (over ro and rl)
+    pl, plbl = part.name(), f"{part.name()}.update()"
+    acc = rec(part.update(), plbl, "rfactor", rl, lane)  # acc[u, lane]: over ro, one vector per work-item
+    al = acc.name()
+    rec(part, pl, "compute_at", at[0], at[1])
+    rec(part, pl, "gpu_threads", u)
+    rec(part.update(), plbl, "reorder", rl, u)
+    rec(part.update(), plbl, "gpu_threads", u)
+    rec(acc, al, "compute_at", part, u)
+    rec(acc, al, "vectorize", lane)
+    rec(acc.update(), f"{al}.update()", "reorder", lane, ro)
+    rec(acc.update(), f"{al}.update()", "vectorize", lane)
+
+
+def _place_on_threads(rec: Recorder, split: tuple[hl.Func, hl.RVar, hl.Var], at: tuple[hl.Func, hl.Var]) -> None:
+    """Compute the partials inside the work-group at ``at``, one work-item per partial (local memory)."""
+    part, ro, u = split
+    pl = part.name()
+    rec(part, pl, "compute_at", at[0], at[1])
+    rec(part, pl, "gpu_threads", u)
+    rec(part.update(), f"{pl}.update()", "reorder", ro, u)
+    rec(part.update(), f"{pl}.update()", "gpu_threads", u)
+
+
+def _rfactor_fold(rec: Recorder, f: hl.Func, wg: int, width: int = 32) -> Optional[tuple[hl.Func, hl.RVar, hl.Var]]:
+    """After ``_rfactor_across``: fold the ``wg`` partials to ``width`` in parallel (each of ``width`` work-items
+    adds ``wg / width``), so the last, single-work-item combine is ``width`` steps instead of ``wg``."""
+    if wg <= width or not f.has_update_definition() or len(f.rvars(0)) != 1:
+        return None
+    name, lbl = f.name(), f"{f.name()}.update()"
+    uo, ui, v = hl.RVar(f"{name}_fo"), hl.RVar(f"{name}_fi"), hl.Var(f"{name}_fold")
+    rec(f.update(), lbl, "split", f.rvars(0)[0], uo, ui, width, GUARD)
+    return rec(f.update(), lbl, "rfactor", ui, v), uo, v
