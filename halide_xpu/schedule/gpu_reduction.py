@@ -12,7 +12,9 @@ from .common import GUARD, Plan, Recorder, fuse_all, inner_reduction, pow2_floor
 
 
 def gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
-    """One work-group per row (group): threads stride over the row, rfactor'd partials in local memory."""
+    """One work-group per row (group): work-items stride over the row keeping partials (registers for per-row
+    results), an in-group tree in local memory combines them; rows several passes read are staged in local
+    memory first. Full and outer reductions branch off to their own forms."""
     o = primary_output(plan)
     label = o.name()
     args = list(o.args())
