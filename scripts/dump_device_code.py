@@ -9,6 +9,7 @@ from pathlib import Path
 
 os.environ.setdefault("HALIDE_XPU_CACHE_DIR", "/tmp/halide_xpu_dump_cache")  # read when halide_xpu loads
 
+import halide as hl  # noqa: E402
 import torch  # noqa: E402
 
 import halide_xpu  # noqa: F401,E402  (registers the backend)
@@ -40,8 +41,8 @@ def main() -> None:
             counter[0] += 1
             stem = out / f"{name}_{counter[0]}"
             cuda = dataclasses.replace(meta, target="cuda", device_type="cuda", halide_target=CUDA_TARGET)
-            _, lines, variant = compiler.compile_scheduled(
-                cuda, source, lambda p, a, t: p.compile_to_lowered_stmt(f"{stem}.stmt", a, __import__("halide").StmtOutputFormat.Text, t), H100)
+            stmt = lambda p, a, t: p.compile_to_lowered_stmt(f"{stem}.stmt", a, hl.StmtOutputFormat.Text, t)  # noqa: E731
+            _, lines, variant = compiler.compile_scheduled(cuda, source, stmt, H100)
             Path(f"{stem}.schedule.txt").write_text(f"# variant {variant}\n" + "\n".join(lines) + "\n")
             print(f"{name}: {stem}.stmt ({variant})")
             return build(meta, source, workdir)

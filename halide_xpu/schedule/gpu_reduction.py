@@ -21,16 +21,6 @@ def gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     in_row = [v for v in args if plan.is_reduction_var(v)]
     rows = [v for v in args if not plan.is_reduction_var(v)]
     ext = reduction_extent(plan, o)
-    # rows whose output also spans the row (softmax, norms) prefer wider work-groups (H100 sweep: 256 vs 128
-    # gave layer_norm 1.90x vs 2.91x Triton), wider still when every pass reads rows staged from the inputs
-    # (norms: 512); per-row results (sums, var_mean) take ``wg``
-    staged = _resident_rows(plan, spec, max(spec.get(k, 0) for k in ("wg", "wg_row", "wg_row_staged")))
-    inputs_only = bool(staged) and not any(plan.reads_reduction(f.name()) for f in staged)
-    wg = spec.get("wg", 256)
-    if in_row:
-        wg = spec.get("wg_row_staged", 512) if inputs_only else spec.get("wg_row", 256)
-    if ext is not None:  # no idle work-items: a row of 1024 takes 256 work-items of 4 lanes, not 512
-        wg = max(1, min(wg, pow2_floor(ext // (_row_vector(plan, spec, ext) if in_row or staged else 1))))
     if not rows:
         _gpu_full(rec, plan, o, spec)
         _schedule_others(rec, plan, o, spec)
@@ -39,9 +29,19 @@ def gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         _gpu_outer(rec, plan, o, rows, spec)
         _schedule_others(rec, plan, o, spec)
         return
-    vec = _row_vector(plan, spec, ext) if in_row else 1
-    row = _row_loops(rec, o, rows, in_row, wg, vec)
-    _stage_rows(rec, plan, o, row, wg, _row_vector(plan, spec, ext), staged)
+    # rows whose output also spans the row (softmax, norms) prefer wider work-groups (H100 sweep: 256 vs 128
+    # gave layer_norm 1.90x vs 2.91x Triton), wider still when every pass reads rows staged from the inputs
+    # (norms: 512); per-row results (sums, var_mean) take ``wg``
+    staged = _resident_rows(plan, spec, max(spec.get(k, 0) for k in ("wg", "wg_row", "wg_row_staged")))
+    inputs_only = bool(staged) and not any(plan.reads_reduction(f.name()) for f in staged)
+    row_vec = _row_vector(plan, spec, ext)
+    wg = spec.get("wg", 256)
+    if in_row:
+        wg = spec.get("wg_row_staged", 512) if inputs_only else spec.get("wg_row", 256)
+    if ext is not None:  # no idle work-items: a row of 1024 takes 256 work-items of 4 lanes, not 512
+        wg = max(1, min(wg, pow2_floor(ext // (row_vec if in_row or staged else 1))))
+    row = _row_loops(rec, o, rows, in_row, wg, row_vec if in_row else 1)
+    _stage_rows(rec, plan, o, row, wg, row_vec, staged)
     names = [v.name() for v in o.args()]
     twins = [t for t in plan.outputs() if t is not o and [v.name() for v in t.args()] == names]
     for twin in twins:  # same-shaped outputs (var_mean's mean and var): the same loops, fused with the primary's
@@ -51,18 +51,18 @@ def gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         rec(f, f.name(), "compute_at", o, row)
         if not f.has_update_definition() or wg < 2:
             continue
-        lanes = _row_vector(plan, spec, ext) if spec.get("vector_partials", 0) else 1
-        if lanes > 1 and inner_reduction(plan):
-            _rfactor_lanes(rec, f, wg, lanes, (o, row))
-        else:
-            part, ro, u = _rfactor_across(rec, f, wg)
-            # H100 sweep 7: 2 register partials per work-item took argmax 1.23x -> 1.02x Triton and var_mean 1.33x ->
-            # 1.11x, but fp16 softmax 1.26x -> 1.42x: on for per-row results, off for rows the output spans
-            unroll = spec.get("unroll_span", 0) if in_row else spec.get("unroll_row", 2)
-            _place_on_threads(rec, (part, _register_accumulators(rec, part, ro, u, ext, wg, unroll), u), (o, row))
+        lanes = row_vec if spec.get("vector_partials", 0) and inner_reduction(plan) else 1
+        # H100 sweep 7: 2 register partials per work-item took argmax 1.23x -> 1.02x Triton and var_mean 1.33x ->
+        # 1.11x, but fp16 softmax 1.26x -> 1.42x: on for per-row results, off for rows the output spans
+        unroll = 1 if lanes > 1 else spec.get("unroll_span", 0) if in_row else spec.get("unroll_row", 2)
+        steps = -(-ext // (wg * lanes)) if ext is not None else 0
+        part, ro, u, rl = _rfactor_across(rec, f, wg, lanes)
+        serial = _register_accumulators(rec, part, ro, u, unroll if steps >= unroll > 1 and steps % unroll == 0 else 1,
+                                        (rl, lanes) if lanes > 1 else None)
+        _place_on_threads(rec, part, serial, u, (o, row))
         fold = _rfactor_fold(rec, f, wg, spec.get("fold", 16))
         if fold is not None:
-            _place_on_threads(rec, fold, (o, row))
+            _place_on_threads(rec, fold[0], [fold[1]], fold[2], (o, row))
     _schedule_others(rec, plan, o, spec, skip=twins)
 
 
@@ -126,7 +126,7 @@ def _stage_rows(rec: Recorder, plan: Plan, o: hl.Func, row: hl.Var, wg: int, vec
         x = next(v for v in args if plan.is_reduction_var(v))
         rec(f, name, "compute_at", o, row)
         step = _row_threads(rec, f, name, x, [v for v in args if v.name() != x.name()], wg, vec)
-        steps = -(-((_row_bytes(plan, f) or 0) // f.type().bytes()) // (wg * vec))
+        steps = -(-(plan.var_extent(f, x) or 0) // (wg * vec))
         if steps <= 8:  # all of a work-item's loads in flight at once
             rec(f, name, "unroll", step)
         elif steps % 8 == 0:  # eight at a time
@@ -162,9 +162,10 @@ def _gpu_full(rec: Recorder, plan: Plan, o: hl.Func, spec: ScheduleSpec) -> None
         name, lbl = f.name(), f"{f.name()}.update()"
         if f.has_update_definition() and len(f.rvars(0)) == 1 and (ext is None or ext >= 4 * wg):
             ro, rin, rb, rt, rtl, rl = (hl.RVar(f"{name}_{n}") for n in ("ro", "rin", "rb", "rt", "rtl", "rl"))
+            # work-item t of group b reads elements [t * vec, t * vec + vec) of each block-sized step
             b, t = hl.Var(f"{name}_b"), hl.Var(f"{name}_t")
             rec(f.update(), lbl, "split", f.rvars(0)[0], ro, rin, blocks * wg * vec, GUARD)
-            if vec > 1:  # work-item t of group b reads elements [t * vec, t * vec + vec) of each block-sized step
+            if vec > 1:
                 rec(f.update(), lbl, "split", rin, rb, rtl, wg * vec, GUARD)
                 rec(f.update(), lbl, "split", rtl, rt, rl, vec, GUARD)
             else:
@@ -179,37 +180,14 @@ def _gpu_full(rec: Recorder, plan: Plan, o: hl.Func, spec: ScheduleSpec) -> None
             rec(group, gl, "gpu_blocks", b)
             rec(group.update(), glbl, "gpu_blocks", b)
             tl = f"{name}_threads"
-            serial = [ro]
-            pairs = []
-            unroll = unroll if unroll > 1 and (ext is None or ext >= blocks * wg * unroll * vec) else 1
-            if unroll > 1:
-                roo, roi, k = hl.RVar(f"{name}_roo"), hl.RVar(f"{name}_roi"), hl.Var(f"{name}_k")
-                rec(threads.update(), f"{tl}.update()", "split", ro, roo, roi, unroll, GUARD)
-                pairs.append((roi, k))
-                serial = [roi]
-            if vec > 1:
-                lane = hl.Var(f"{name}_lane")
-                pairs.append((rl, lane))
-                serial = [rl, *serial]
-            if pairs:
-                # ``unroll`` x ``vec`` accumulators in the work-item's registers (loads in flight at once, vector
-                # loads), added at the end; not one running sum in local memory, stored on every step
-                acc = rec(threads.update(), f"{tl}.update()", "rfactor", pairs)  # acc[b, t, k, lane]: over the rest
-                al, albl = f"{name}_acc", f"{name}_acc.update()"
-                rec(acc, al, "compute_at", threads, t)
-                if unroll > 1:
-                    rec(acc, al, "unroll", k)
-                    rec(acc.update(), albl, "unroll", k)
-                if vec > 1:
-                    rec(acc, al, "vectorize", lane)
-                    rec(acc.update(), albl, "vectorize", lane)
-                rec(acc.update(), albl, "reorder", *[v for _, v in reversed(pairs)], roo if unroll > 1 else ro)
+            unroll = unroll if ext is None or ext >= blocks * wg * unroll * vec else 1
+            serial = _register_accumulators(rec, threads, ro, t, unroll, (rl, vec) if vec > 1 else None)
             rec(threads, tl, "compute_at", group, b)
             rec(threads, tl, "gpu_threads", t)
             rec(threads.update(), f"{tl}.update()", "reorder", *serial, t)
             rec(threads.update(), f"{tl}.update()", "gpu_threads", t)
             if gfold is not None:
-                _place_on_threads(rec, gfold, (group, b))
+                _place_on_threads(rec, gfold[0], [gfold[1]], gfold[2], (group, b))
             if blocks > width:
                 rbo, rbi, v = hl.RVar(f"{name}_rbo"), hl.RVar(f"{name}_rbi"), hl.Var(f"{name}_v")
                 rec(f.update(), lbl, "split", rb, rbo, rbi, width, GUARD)
@@ -305,68 +283,62 @@ def gpu_row_reduce(rec: Recorder, plan: Plan, f: hl.Func, spec: ScheduleSpec) ->
     fold = _rfactor_fold(rec, f, wg, spec.get("fold", 16)) if split is not None else None
     urow = fuse_all(rec, upd, args, f"{f.name()}_u") if len(args) > 1 else args[0]
     rec(upd, f"{f.name()}.update()", "gpu_blocks", urow)
-    for part in (split, fold):
-        if part is not None:
-            _place_on_threads(rec, part, (f, urow))
+    if split is not None:
+        _place_on_threads(rec, split[0], [split[1]], split[2], (f, urow))
+    if fold is not None:
+        _place_on_threads(rec, fold[0], [fold[1]], fold[2], (f, urow))
 
 
-def _rfactor_across(rec: Recorder, f: hl.Func, wg: int) -> tuple[hl.Func, hl.RVar, hl.Var]:
-    """Split the reduction by ``wg`` and rfactor: one partial per work-item, each striding over the row."""
-    ro, ri, u = hl.RVar(f"{f.name()}_ro"), hl.RVar(f"{f.name()}_ri"), hl.Var(f"{f.name()}_wi")
-    rec(f.update(), f"{f.name()}.update()", "split", f.rvars(0)[0], ro, ri, wg, GUARD)
-    part = rec(f.update(), f"{f.name()}.update()", "rfactor", ri, u)
-    return part, ro, u
-
-
-def _register_accumulators(rec: Recorder, part: hl.Func, ro: hl.RVar, u: hl.Var, ext: Optional[int], wg: int,
-                           unroll: int) -> hl.RVar:
-    """Give each work-item ``unroll`` running partials in registers (its loads in flight together, no
-    local-memory store per element), added at the end; returns the RVar ``part``'s update still loops over."""
-    steps = -(-ext // wg) if ext is not None else 0
-    if unroll < 2 or steps < unroll or steps % unroll:
-        return ro
-    pl, name = part.name(), part.name()
-    roo, roi, k = hl.RVar(f"{name}_roo"), hl.RVar(f"{name}_roi"), hl.Var(f"{name}_k")
-    rec(part.update(), f"{pl}.update()", "split", ro, roo, roi, unroll, GUARD)
-    acc = rec(part.update(), f"{pl}.update()", "rfactor", roi, k)  # acc[u, k]: over roo
-    al = acc.name()
-    rec(acc, al, "compute_at", part, u)
-    rec(acc, al, "unroll", k)
-    rec(acc.update(), f"{al}.update()", "reorder", k, roo)
-    rec(acc.update(), f"{al}.update()", "unroll", k)
-    return roi
-
-
-def _rfactor_lanes(rec: Recorder, f: hl.Func, wg: int, vec: int, at: tuple[hl.Func, hl.Var]) -> None:
-    """``_rfactor_across`` + ``_place_on_threads`` where each work-item reads ``vec`` adjacent elements per step
-    (one vector load) into a vector accumulator in registers, then adds its lanes: a quarter of the loop
-    iterations and no local-memory store per element."""
+def _rfactor_across(rec: Recorder, f: hl.Func, wg: int, lanes: int = 1) -> tuple[hl.Func, hl.RVar, hl.Var, hl.RVar]:
+    """Split the reduction by ``wg`` (times ``lanes`` adjacent elements each) and rfactor: one partial per
+    work-item, each striding over the row. Returns (partials, stride RVar, work-item Var, lane RVar)."""
     name, lbl = f.name(), f"{f.name()}.update()"
     ro, ri, rw, rl = (hl.RVar(f"{name}_{n}") for n in ("ro", "ri", "rw", "rl"))
-    u, lane = hl.Var(f"{name}_wi"), hl.Var(f"{name}_lane")
-    rec(f.update(), lbl, "split", f.rvars(0)[0], ro, ri, wg * vec, GUARD)
-    rec(f.update(), lbl, "split", ri, rw, rl, vec, GUARD)
-    part = rec(f.update(), lbl, "rfactor", rw, u)  # part[u]: work-item u's elements (over ro and rl)
-    pl, plbl = part.name(), f"{part.name()}.update()"
-    acc = rec(part.update(), plbl, "rfactor", rl, lane)  # acc[u, lane]: over ro, one vector per work-item
-    al = acc.name()
-    rec(part, pl, "compute_at", at[0], at[1])
-    rec(part, pl, "gpu_threads", u)
-    rec(part.update(), plbl, "reorder", rl, u)
-    rec(part.update(), plbl, "gpu_threads", u)
+    u = hl.Var(f"{name}_wi")
+    rec(f.update(), lbl, "split", f.rvars(0)[0], ro, ri, wg * lanes, GUARD)
+    if lanes > 1:
+        rec(f.update(), lbl, "split", ri, rw, rl, lanes, GUARD)
+        ri = rw
+    return rec(f.update(), lbl, "rfactor", ri, u), ro, u, rl
+
+
+def _register_accumulators(rec: Recorder, part: hl.Func, ro: hl.RVar, u: hl.Var, unroll: int,
+                           lanes: Optional[tuple[hl.RVar, int]] = None) -> list[hl.RVar]:
+    """Give work-item ``u`` of ``part`` ``unroll`` running partials (times a vector of ``lanes``) in registers —
+    its loads in flight together, vector loads, no local-memory store per element — added at the end. The
+    caller checks that ``unroll`` divides ``ro``'s extent. Returns the RVars ``part``'s update still loops over."""
+    name, lbl = part.name(), f"{part.name()}.update()"
+    pairs: list[tuple[hl.RVar, hl.Var]] = []
+    outer = ro
+    serial = [ro]
+    if unroll > 1:
+        roo, roi, k = hl.RVar(f"{name}_roo"), hl.RVar(f"{name}_roi"), hl.Var(f"{name}_k")
+        rec(part.update(), lbl, "split", ro, roo, roi, unroll, GUARD)
+        pairs.append((roi, k))
+        outer, serial = roo, [roi]
+    if lanes is not None:
+        lane = hl.Var(f"{name}_lane")
+        pairs.append((lanes[0], lane))
+        serial = [lanes[0]] + (serial if unroll > 1 else [])
+    if not pairs:
+        return serial
+    acc = rec(part.update(), lbl, "rfactor", pairs)  # acc[u, k, lane]: over ``outer``
+    al, albl = acc.name(), f"{acc.name()}.update()"
     rec(acc, al, "compute_at", part, u)
-    rec(acc, al, "vectorize", lane)
-    rec(acc.update(), f"{al}.update()", "reorder", lane, ro)
-    rec(acc.update(), f"{al}.update()", "vectorize", lane)
+    for (_, v), method in zip(pairs, ("unroll" if unroll > 1 else "vectorize", "vectorize")):
+        rec(acc, al, method, v)
+        rec(acc.update(), albl, method, v)
+    rec(acc.update(), albl, "reorder", *[v for _, v in reversed(pairs)], outer)
+    return serial
 
 
-def _place_on_threads(rec: Recorder, split: tuple[hl.Func, hl.RVar, hl.Var], at: tuple[hl.Func, hl.Var]) -> None:
-    """Compute the partials inside the work-group at ``at``, one work-item per partial (local memory)."""
-    part, ro, u = split
+def _place_on_threads(rec: Recorder, part: hl.Func, serial: list[hl.RVar], u: hl.Var, at: tuple[hl.Func, hl.Var]) -> None:
+    """Compute the partials inside the work-group at ``at``, one work-item ``u`` per partial (local memory), each
+    looping over ``serial``."""
     pl = part.name()
     rec(part, pl, "compute_at", at[0], at[1])
     rec(part, pl, "gpu_threads", u)
-    rec(part.update(), f"{pl}.update()", "reorder", ro, u)
+    rec(part.update(), f"{pl}.update()", "reorder", *serial, u)
     rec(part.update(), f"{pl}.update()", "gpu_threads", u)
 
 

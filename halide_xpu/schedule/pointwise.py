@@ -41,8 +41,7 @@ def schedule_output(rec: Recorder, plan: Plan, out: hl.Func, spec: ScheduleSpec)
         return _gpu_tiled(rec, out, label, args[0], transposed[0], staged, spec)
     fused = fuse_all(rec, out, args, label) if len(args) > 1 else args[0]
     if plan.caps.gpu:
-        vec = spec.get("vector", 4) if plan.gpu_vectors else 1
-        return _gpu(rec, out, label, fused, n, spec.with_params(vector=vec))
+        return _gpu(rec, out, label, fused, n, spec if plan.gpu_vectors else spec.with_params(vector=1))
     return _host(rec, out, label, fused, n, spec, plan.caps.parallelism)
 
 
