@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from . import cache, schedule, stats
+from . import halide_helpers as hx
 from .meta import DTYPES, STORAGE_SUFFIX, ArgSpec, KernelMeta
 from .runtime import KernelLauncher
-from .target import targets
+from .target import ptx, targets
 from .target.targets import DeviceCaps
 
 log = logging.getLogger(__name__)
@@ -128,9 +129,9 @@ def glue_source(meta: KernelMeta) -> str:
     return "\n".join(lines)
 
 
-def _rename_device_api(obj: Path) -> None:
-    """Point the OpenCL target's device calls in ``obj`` at the USM runtime (see usm.py)."""
-    args = [f"--redefine-sym={old}={new}" for old, new in USM_RENAMES.items()]
+def _redefine_symbols(obj: Path, renames: dict[str, str]) -> None:
+    """Rename symbols in the object file ``obj`` (binutils objcopy)."""
+    args = [f"--redefine-sym={old}={new}" for old, new in renames.items()]
     proc = subprocess.run(["objcopy", *args, str(obj)], capture_output=True, text=True)
     if proc.returncode:
         raise RuntimeError(f"halide_xpu: objcopy (binutils) failed on {obj}: {proc.stderr}")
@@ -169,7 +170,8 @@ def compile_scheduled(
     for name, variant in candidates:
         ns: dict[str, Any] = {}
         exec(code, ns)
-        funcs = ns["algorithm"]()
+        with hx.building_for(meta.target):
+            funcs = ns["algorithm"]()
         pipeline = hl.Pipeline([funcs[o] for o in meta.outputs])
         try:
             lines = _autoschedule(pipeline, funcs, meta, target) if auto else schedule.apply(variant, meta, funcs, caps, source)
@@ -196,9 +198,17 @@ def build(meta: KernelMeta, source: str, workdir: Path) -> tuple[list[str], str]
     if os.environ.get("HALIDE_XPU_DUMP_STMT"):
         outputs[hl.OutputFileType.stmt] = str(workdir / "kernel.stmt")
     _, lines, name = compile_scheduled(meta, source, lambda p, args, target: p.compile_to(outputs, args, FN_NAME, target))
-    if meta.target == "sycl":
-        _rename_device_api(workdir / "kernel.o")
-    (workdir / "glue.cpp").write_text(glue_source(meta))
+    glue = glue_source(meta)
+    if meta.target == "sycl":  # the OpenCL target's device calls go to the USM runtime (usm.py)
+        _redefine_symbols(workdir / "kernel.o", USM_RENAMES)
+    if meta.target == "cuda":
+        if "hx.cuda_exp(" in source or "_cuda(" in source:
+            ptx.check_markers(meta.halide_target)
+        fast = ptx.rewrite_object(workdir / "kernel.o", meta.fast_math)
+        if fast:
+            _redefine_symbols(workdir / "kernel.o", {ptx.INIT_SYMBOL: ptx.GLUE_SYMBOL})
+            glue += fast
+    (workdir / "glue.cpp").write_text(glue)
     (workdir / "schedule.txt").write_text("\n".join(lines) + "\n")
     subprocess.run(
         ["c++", "-O2", "-fPIC", "-shared", "-std=c++17", f"-I{halide_include_dir()}", f"-I{workdir}",

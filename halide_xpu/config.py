@@ -77,6 +77,8 @@ _KNOBS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "scheduler": (_choice("scheduler", SCHEDULERS), "explicit"),
     "fallback": (_bool, True),
     "asserts": (_bool, True),
+    # CUDA target: exp on the hardware exp2 unit and Triton's fp32 division (div.full, <= 2 ulp), see target/ptx.py
+    "cuda_fast_math": (_bool, True),
     "schedule_overrides": (_overrides, {}),
     "cache_dir": (_path, os.path.join(os.path.expanduser("~"), ".cache", "halide_xpu")),
 }
@@ -157,5 +159,6 @@ sycl_device: Optional[str]
 scheduler: str
 fallback: bool
 asserts: bool
+cuda_fast_math: bool
 cache_dir: str
 schedule_overrides: dict[str, int]

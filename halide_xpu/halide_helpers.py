@@ -1,7 +1,30 @@
 """Halide helpers imported by generated kernels: bfloat16 as raw bits for device backends that misprint it."""
 from __future__ import annotations
 
+import contextlib
+import threading
+from typing import Iterator
+
 import halide as hl
+
+_building = threading.local()
+
+
+@contextlib.contextmanager
+def building_for(target: str) -> Iterator[None]:
+    """Kernels' ``algorithm()`` runs inside this: the CUDA-only helpers below mark their spots for the PTX rewrite
+    (target/ptx.py) only when ``target`` is ``"cuda"``, and compute plainly anywhere else, so a kernel source is
+    right on every target."""
+    previous = getattr(_building, "target", None)
+    _building.target = target
+    try:
+        yield
+    finally:
+        _building.target = previous
+
+
+def _on_cuda() -> bool:
+    return getattr(_building, "target", None) == "cuda"
 
 # Halide's OpenCL C printer emits bfloat16 as ``half`` (wrong numbers), so device kernels keep bf16 tensors as
 # uint16 bits and convert explicitly, rounding to nearest even like torch.
@@ -23,6 +46,21 @@ def bf16_round(value: hl.Expr) -> hl.Expr:
     return bf16_to_f32(bf16_bits(value))
 
 
+def bf16_round_cuda(value: hl.Expr) -> hl.Expr:
+    """``bf16_round``; on CUDA fp32 ``fast_inverse`` marks it and target/ptx.py turns the mark into the hardware
+    conversion (``cvt.rn.bf16.f32``, round to nearest even) and back."""
+    if not _on_cuda():
+        return bf16_round(value)
+    return hl.fast_inverse(hl.cast(hl.Float(32), value))
+
+
+def bf16_bits_cuda(value: hl.Expr) -> hl.Expr:
+    """``bf16_bits``; on CUDA with the hardware rounding (see ``bf16_round_cuda``)."""
+    if not _on_cuda():
+        return bf16_bits(value)
+    return hl.cast(hl.UInt(16), hl.reinterpret(hl.UInt(32), bf16_round_cuda(value)) >> 16)
+
+
 def bf16_input(param: hl.ImageParam) -> hl.Func:
     """A Float(32) view of a uint16 ImageParam holding bfloat16 bits."""
     f = hl.Func(f"{param.name()}_f32")
@@ -34,9 +72,19 @@ def bf16_input(param: hl.ImageParam) -> hl.Func:
     return f
 
 
+def cuda_exp(x: hl.Expr) -> hl.Expr:
+    """exp; on CUDA (fast math) fp32 ``fast_inverse_sqrt`` marks it and target/ptx.py expands the mark in the PTX
+    into an exp on the exp2 unit (float64 keeps Halide's exp; half types round-trip via fp32)."""
+    x = x if isinstance(x, hl.Expr) else hl.Expr(x)
+    if x.type() == hl.Float(64) or not _on_cuda():
+        return hl.exp(x)
+    marked = hl.fast_inverse_sqrt(hl.cast(hl.Float(32), x))
+    return hl.cast(x.type(), marked) if x.type().is_float() and x.type().bits() < 32 else marked
+
+
 def tanh_vec(x: hl.Expr) -> hl.Expr:
     """tanh from exp (vectorizes on CPU): Taylor series below |x| < 0.1, 1 - 2/(exp(2|x|) + 1) above."""
-    x = hl.Expr(x)
+    x = x if isinstance(x, hl.Expr) else hl.Expr(x)
     x = hl.cast(hl.Float(32), x) if x.type().bits() < 32 else x
     ax = hl.abs(x)
     x2 = x * x

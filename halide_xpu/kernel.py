@@ -24,10 +24,12 @@ log = logging.getLogger(__name__)
 _BF16_STORE = re.compile(r"^(\s*out_ptr\d+\[[^=]*\] = )hl\.cast\(hl\.BFloat\(16\), ")
 
 
-def _bf16_as_bits(line: str) -> str:
-    """Rewrite bfloat16 casts for device targets: stores produce bits, other casts round in fp32."""
-    line = _BF16_STORE.sub(r"\1hx.bf16_bits(", line)
-    return line.replace("hl.cast(hl.BFloat(16), ", "hx.bf16_round(")
+def _bf16_as_bits(line: str, cuda: bool = False) -> str:
+    """Rewrite bfloat16 casts for device targets: stores produce bits, other casts round in fp32 (on CUDA with
+    the hardware conversion, target/ptx.py)."""
+    suffix = "_cuda" if cuda else ""
+    line = _BF16_STORE.sub(rf"\1hx.bf16_bits{suffix}(", line)
+    return line.replace("hl.cast(hl.BFloat(16), ", f"hx.bf16_round{suffix}(")
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
@@ -117,6 +119,10 @@ class HalideXpuKernel(HalideKernel):
             return config.cuda_target
         raise Unsupported(f"device {device.type}")
 
+    def fast_math(self) -> bool:
+        """Whether this kernel uses the CUDA target's fast math (target/ptx.py)."""
+        return self.target_name() == "cuda" and config.cuda_fast_math
+
     def _expr(self, expr: Any) -> str:
         from torch._inductor.codegen.cpp_utils import cexpr
 
@@ -168,6 +174,7 @@ class HalideXpuKernel(HalideKernel):
             schedule=default_spec(loop_vars, bool(self.reduction_funcs), caps),
             device_index=max(device.index or 0, 0),
             device_type=device.type,
+            fast_math=self.fast_math(),
         )
 
     # ---------------------------------------------------------------- source
@@ -175,7 +182,8 @@ class HalideXpuKernel(HalideKernel):
         """The kernel as a Python module defining ``algorithm()``, which returns its Funcs and Params."""
         if self.args.inplace_buffers:
             raise Unsupported("inplace_buffers")
-        bf16_bits = self.xpu_meta().bf16_as_bits  # also adds every size arg the layouts need, before argdefs
+        meta = self.xpu_meta()  # also adds every size arg the layouts need, before argdefs
+        bf16_bits, cuda = meta.bf16_as_bits, meta.target == "cuda"
         argdefs = self.halide_argdefs()
         code = IndentedBuffer()
         code.splice(
@@ -218,9 +226,9 @@ class HalideXpuKernel(HalideKernel):
                 if isinstance(line, str):
                     line = HalideCSEVariable.undefined_re.sub(fill_dims, line)
                     if bf16_bits:
-                        line = _bf16_as_bits(line)
+                        line = _bf16_as_bits(line, cuda)
                 elif bf16_bits and isinstance(line, DeferredLine):
-                    line = line._new_line(_bf16_as_bits(line.line))
+                    line = line._new_line(_bf16_as_bits(line.line, cuda))
                 code.writeline(line)
             code.writeline("# buffer layouts (min, extent, stride per dimension, innermost first)")
             for _, arg in argdefs:

@@ -88,6 +88,7 @@ class KernelMeta:
     schedule: ScheduleSpec = ScheduleSpec("pointwise")
     device_index: int = 0
     device_type: str = "cpu"  # torch device type of the tensors: cpu | cuda | xpu
+    fast_math: bool = False  # CUDA: exp on the exp2 unit, approximate fp32 division (config.cuda_fast_math)
 
     @property
     def takes_stream(self) -> bool:

@@ -5,10 +5,15 @@ from torch._inductor.codegen.halide import HalideOverrides
 
 
 class HalideXpuOverrides(HalideOverrides):
-    """Upstream lowers ``exp`` to ``hl.fast_exp`` (garbage outside its range, ~5 ulp inside); we keep ``hl.exp``."""
+    """Upstream lowers ``exp`` to ``hl.fast_exp`` (garbage outside its range, ~5 ulp inside); we keep ``hl.exp``, or
+    on CUDA with fast math the hardware exp2 (``halide_helpers.cuda_exp``)."""
 
     @staticmethod
     def exp(x):  # type: ignore[override]
+        from torch._inductor.virtualized import V
+
+        if getattr(V.kernel, "fast_math", lambda: False)():
+            return f"hx.cuda_exp({x})"  # marked for the PTX rewrite (target/ptx.py)
         return f"hl.exp({x})"
 
     @staticmethod

@@ -1,4 +1,5 @@
-"""Show the device code (PTX in a Halide stmt) our schedules give a graph on CUDA, on a machine without a GPU."""
+"""Show the device code (PTX) our schedules give a graph on CUDA: compiled from the CPU build on a machine without
+a GPU, or (``--gpu``) the kernels the CUDA backend really builds, with the PTX as rewritten (target/ptx.py)."""
 from __future__ import annotations
 
 import argparse
@@ -28,9 +29,12 @@ def main() -> None:
     ap.add_argument("kernels", nargs="+", help="names from benchmarks/kernels.py")
     ap.add_argument("--size", type=int, default=1024, help="matrix side")
     ap.add_argument("--out", default="/tmp/halide_xpu_device_code")
+    ap.add_argument("--gpu", action="store_true", help="compile with the CUDA backend on this machine's GPU")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.gpu:
+        return _dump_gpu(args.kernels, args.size, out)
     build = compiler.build
     cases = {c[0]: c for c in kernels.suite()}
 
@@ -55,6 +59,28 @@ def main() -> None:
                 torch.compile(fn)(*make(args.size))
         finally:
             compiler.build = build
+
+
+def _dump_gpu(names: list[str], size: int, out: Path) -> None:
+    """Build each graph with the CUDA backend; save every kernel's source, schedule and (rewritten) PTX."""
+    from halide_xpu.target import ptx
+
+    cases = {c[0]: c for c in kernels.suite()}
+    for name in names:
+        torch._dynamo.reset()
+        compiler._memory.clear()
+        _, _, fn, make = cases[name]
+        inputs = [t.cuda() for t in make(size)]
+        with torch._inductor.config.patch(cuda_backend="halide_xpu", fx_graph_cache=False):
+            torch.compile(fn)(*inputs)
+        for i, launcher in enumerate(compiler._memory.values()):
+            src = launcher.library.parent
+            stem = out / f"{name}_{i + 1}"
+            code, _ = ptx.rewrite(ptx.extract((src / "kernel.o").read_bytes()), launcher.meta.fast_math)
+            Path(f"{stem}.ptx").write_text(code)
+            Path(f"{stem}.py").write_text((src / "kernel.py").read_text())
+            Path(f"{stem}.schedule.txt").write_text(f"# variant {launcher.variant}\n" + "\n".join(launcher.schedule) + "\n")
+            print(f"{name}: {stem}.ptx ({launcher.variant})")
 
 
 if __name__ == "__main__":

@@ -75,6 +75,7 @@ def variants(meta: KernelMeta, caps: DeviceCaps) -> list[tuple[str, Variant]]:
 
 
 def apply(variant: Variant, meta: KernelMeta, funcs: dict[str, Any], caps: DeviceCaps, source: str = "") -> list[str]:
-    rec = Recorder()
-    variant(rec, Plan(meta, funcs, caps, source), meta.schedule)
+    plan = Plan(meta, funcs, caps, source)
+    rec = Recorder(unroll_lanes=plan.unroll_lanes)
+    variant(rec, plan, meta.schedule)
     return rec.lines

@@ -13,10 +13,11 @@ from ..target.targets import DeviceCaps
 
 _UNIQUE_SUFFIX = re.compile(r"\$\d+")  # Halide's suffix for re-created Func names, noise in a printed schedule
 _DEF = re.compile(r"^\s*(tmp\d+)\[[^\]]*\] = (.*)$", re.M)
-_TRANSCENDENTAL = re.compile(r"\b(hl\.(exp|log|erf|pow|sin|cos|tan|atan|atan2)|hx\.tanh_vec)\(")
+_TRANSCENDENTAL = re.compile(r"\b(hl\.(exp|log|erf|pow|sin|cos|tan|atan|atan2)|hx\.(tanh_vec|cuda_exp))\(")
 _NO_OPENCL_VECTORS = re.compile(r"\bhl\.(is_nan|is_inf|is_finite|erf)\(")
 _LHS = re.compile(r"^\s*((?:tmp|out_ptr)\d+)\[([^\]]*)\] = (.*)$", re.M)
 _REF = re.compile(r"\b(tmp\d+)\[")
+_FAST_TRANSCENDENTAL = re.compile(r"\bhx\.cuda_exp\(")
 _TO_HALF = re.compile(r"\bhl\.cast\(hl\.Float\(16\)")
 _LOAD = re.compile(r"\b(in_ptr\d+)\[([^,\]]+)[,\]]")
 GUARD = hl.TailStrategy.GuardWithIf
@@ -36,13 +37,17 @@ def _fmt(x: Any) -> str:
 
 
 class Recorder:
-    """Applies schedule directives and keeps them as readable Python lines."""
+    """Applies schedule directives and keeps them as readable Python lines. With ``unroll_lanes`` every
+    ``vectorize`` becomes ``unroll`` (lanes as unrolled scalar work, see ``Plan.unroll_lanes``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, unroll_lanes: bool = False) -> None:
         self.lines: list[str] = []
         self.history: dict[str, list[tuple[str, tuple]]] = {}  # directives applied to each Func's pure stage
+        self.unroll_lanes = unroll_lanes
 
     def __call__(self, stage: Any, label: str, method: str, *args: Any) -> Any:
+        if method == "vectorize" and self.unroll_lanes:
+            method = "unroll"
         result = getattr(stage, method)(*args)
         if isinstance(stage, hl.Func):
             self.history.setdefault(stage.name(), []).append((method, args))
@@ -102,13 +107,15 @@ class Plan:
                 return True
         return False
 
-    def row_resident(self, budget: int, row_bytes: Callable[[hl.Func], Optional[int]], exp_cost: int = 6) -> list[hl.Func]:
+    def row_resident(self, budget: int, row_bytes: Callable[[hl.Func], Optional[int]], exp_cost: int = 6,
+                     fast_exp_cost: int = 2) -> list[hl.Func]:
         """Funcs spanning the reduced row that several passes over the row read (the reductions, the output
         when it spans the row, and the Funcs staged before), chosen greedily by the work each saves — a global
-        load costs 2 per byte, a transcendental ``exp_cost``, any other op 1 — while their rows fit ``budget``
-        bytes of local memory: softmax's input (fp32; its ``exp(x - max)`` when the input is fp16 and cheap to
-        read again), a residual norm's ``x + y``. H100 sweeps: fp32 softmax 1.2x Triton staging the input vs
-        1.3-1.5x staging the exp; fp16 softmax 1.25x staging the exp vs 1.45-1.65x staging the input."""
+        load costs 2 per byte, a transcendental ``exp_cost`` (Halide's polynomials; ``fast_exp_cost`` for the
+        CUDA hardware exp), any other op 1 — while their rows fit ``budget`` bytes of local memory: softmax's
+        input, a residual norm's ``x + y``. H100 sweeps: with Halide's exp, fp32 softmax 1.2x Triton staging the
+        input vs 1.3-1.5x staging the exp, fp16 softmax 1.25x staging the exp vs 1.45-1.65x staging the input;
+        with the hardware exp fp16 softmax 1.12x staging the input vs 1.73x staging the exp."""
         defs = self._defs
         reductions = set(self.meta.reductions)
         dtypes = {a.name: a.dtype for a in self.meta.args}
@@ -131,7 +138,8 @@ class Plan:
         def cost(name: str, staged: list[str]) -> int:
             rhs = defs[name][1]
             loads = sum(2 * DTYPES.get(dtypes.get(m[0], "float32"), DTYPES["float32"])[3] for m in _LOAD.findall(rhs))
-            own = 1 + loads + exp_cost * len(_TRANSCENDENTAL.findall(rhs))
+            fast = len(_FAST_TRANSCENDENTAL.findall(rhs))
+            own = 1 + loads + exp_cost * (len(_TRANSCENDENTAL.findall(rhs)) - fast) + fast_exp_cost * fast
             return own + sum(1 if r in staged else cost(r, staged) for r in refs(name))
 
         staged: list[str] = []
@@ -156,14 +164,24 @@ class Plan:
 
     @property
     def gpu_vectors(self) -> bool:
-        """Whether GPU work-items may use vectors. Halide 21's OpenCL backend fails (an empty "Error:") on
-        vectorized is_nan/is_inf (which erf, clamp and max/min NaN checks use), so such OpenCL kernels stay scalar;
-        CUDA kernels that convert to fp16 stay scalar too."""
-        if "opencl" in self.meta.halide_target and _NO_OPENCL_VECTORS.search(self.source):
+        """Whether GPU work-items may take several lanes. Halide 21's OpenCL backend fails (an empty "Error:") on
+        vectorized is_nan/is_inf (which erf, clamp and max/min NaN checks use), so such OpenCL kernels stay scalar."""
+        return not ("opencl" in self.meta.halide_target and _NO_OPENCL_VECTORS.search(self.source))
+
+    @functools.cached_property
+    def unroll_lanes(self) -> bool:
+        """CUDA kernels with 8/16/64-bit buffers or fp16 conversions unroll their lanes instead of vectorizing.
+        Halide 21's PTX backend emits vector memory operations only for 4 x 32-bit; narrower vectors are built
+        from scalar loads with 64-bit shuffles (gelu on bf16: 65 instructions per element vectorized, 53
+        unrolled), and it drops vectorized float -> half conversions (stores the float's bits: found by
+        softmax_fp16 on the H100; scalar conversions are right)."""
+        if "cuda" not in self.meta.halide_target.split("-"):
             return False
-        # Halide 21's PTX backend drops vectorized float -> half conversions (it stores the float bits): found by
-        # softmax_fp16 on the H100; scalar conversions are right
-        return not ("cuda" in self.meta.halide_target and _TO_HALF.search(self.source))
+        def narrow(a: Any) -> bool:  # a 64-bit result per row (argmax) leaves the row's fp32 loads vectorized
+            size = DTYPES[a.dtype][3]
+            return a.is_buffer and (size < 4 or (size != 4 and a.kind == "in"))
+
+        return any(narrow(a) for a in self.meta.args) or bool(_TO_HALF.search(self.source))
 
     def outputs(self) -> list[hl.Func]:
         return [self.funcs[n] for n in self.meta.outputs]

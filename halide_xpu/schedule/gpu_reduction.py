@@ -109,7 +109,7 @@ def _resident_rows(plan: Plan, spec: ScheduleSpec, wg: int) -> list[hl.Func]:
     if not spec.get("stage", 1) or not plan.caps.local_mem:
         return []
     budget = plan.caps.local_mem - 8 * wg * max(1, len(plan.reductions()))
-    return plan.row_resident(budget, lambda f: _row_bytes(plan, f), spec.get("exp_cost", 6))
+    return plan.row_resident(budget, lambda f: _row_bytes(plan, f), spec.get("exp_cost", 6), spec.get("fast_exp_cost", 2))
 
 
 def _row_bytes(plan: Plan, f: hl.Func) -> Optional[int]:
@@ -142,15 +142,19 @@ def _schedule_others(rec: Recorder, plan: Plan, primary: hl.Func, spec: Schedule
 
 
 def _gpu_full(rec: Recorder, plan: Plan, o: hl.Func, spec: ScheduleSpec) -> None:
-    """Reduction to a scalar on GPU. Kernel 1: ``blocks`` work-groups of ``wg`` work-items stream the input
-    coalesced (element ``(i * blocks + b) * wg + t`` goes to work-item ``t`` of group ``b``, loads unrolled),
-    then each group folds its ``wg`` partials in local memory to one value. Kernel 2: ``fold`` work-items each
-    add ``blocks / fold`` group results. Kernel 3: one work-item adds the last ``fold``. No serial chain is
-    longer than ``blocks / fold`` (a chain of ``blocks`` dependent loads cost 2x Triton on H100)."""
+    """Reduction to a scalar on GPU, in two kernels (each extra launch cost ~3 µs on H100). Kernel 1: ``blocks``
+    work-groups of ``wg`` work-items stream the input coalesced (element ``(i * blocks + b) * wg + t`` goes to
+    work-item ``t`` of group ``b``, loads unrolled into register partials), then each group folds its ``wg``
+    partials in local memory to one value, stored once. Kernel 2 (one work-group): ``fold`` work-items each add
+    ``blocks / fold`` group results, one work-item adds those and writes the output."""
     wg = spec.get("wg_full", 512)
     width = spec.get("fold_full", 32)
+    scalar = not o.args()
+    blk = hl.Var(f"{o.name()}_blk")
+    if scalar:  # one work-group for the final combine: the output and every reduction's last stage inside it
+        rec(o, o.name(), "split", hl.Var.outermost(), hl.Var.outermost(), blk, 1)
+        rec(o, o.name(), "gpu_blocks", blk)
     for f in plan.reductions():
-        rec(f, f.name(), "compute_root")
         ext = reduction_extent(plan, f)
         unroll = spec.get("unroll_full", 4)
         vec = spec.get("vector_full", 4) if plan.gpu_vectors else 1
@@ -160,6 +164,10 @@ def _gpu_full(rec: Recorder, plan: Plan, o: hl.Func, spec: ScheduleSpec) -> None
             vec = 1
             blocks = _exact_blocks(target, ext, wg * unroll)
         name, lbl = f.name(), f"{f.name()}.update()"
+        if scalar:
+            rec(f, name, "compute_at", o, blk)
+        else:
+            rec(f, name, "compute_root")
         if f.has_update_definition() and len(f.rvars(0)) == 1 and (ext is None or ext >= 4 * wg):
             ro, rin, rb, rt, rtl, rl = (hl.RVar(f"{name}_{n}") for n in ("ro", "rin", "rb", "rt", "rtl", "rl"))
             # work-item t of group b reads elements [t * vec, t * vec + vec) of each block-sized step
@@ -176,33 +184,40 @@ def _gpu_full(rec: Recorder, plan: Plan, o: hl.Func, spec: ScheduleSpec) -> None
             # rfactors before the group's block loop, so the partials do not inherit it
             threads = rec(group.update(), glbl, "rfactor", rt, t)  # threads[b, t]: a strided serial sum
             gfold = _rfactor_fold(rec, group, wg, width)
-            rec(group, gl, "compute_root")
-            rec(group, gl, "gpu_blocks", b)
-            rec(group.update(), glbl, "gpu_blocks", b)
+            # group[b] is computed inside a wrapper's work-group: initialised and reduced in one kernel
+            gw = rec(group, gl, "in_")
+            gb = gw.args()[0]
+            rec(gw, f"{gl}_out", "compute_root")
+            rec(gw, f"{gl}_out", "gpu_blocks", gb)
+            rec(group, gl, "compute_at", gw, gb)
             tl = f"{name}_threads"
             unroll = unroll if ext is None or ext >= blocks * wg * unroll * vec else 1
             serial = _register_accumulators(rec, threads, ro, t, unroll, (rl, vec) if vec > 1 else None)
-            rec(threads, tl, "compute_at", group, b)
+            rec(threads, tl, "compute_at", gw, gb)
             rec(threads, tl, "gpu_threads", t)
             rec(threads.update(), f"{tl}.update()", "reorder", *serial, t)
             rec(threads.update(), f"{tl}.update()", "gpu_threads", t)
             if gfold is not None:
-                _place_on_threads(rec, gfold[0], [gfold[1]], gfold[2], (group, b))
+                _place_on_threads(rec, gfold[0], [gfold[1]], gfold[2], (gw, gb))
             if blocks > width:
                 rbo, rbi, v = hl.RVar(f"{name}_rbo"), hl.RVar(f"{name}_rbi"), hl.Var(f"{name}_v")
                 rec(f.update(), lbl, "split", rb, rbo, rbi, width, GUARD)
                 last = rec(f.update(), lbl, "rfactor", rbi, v)  # last[v]: every width-th group result
                 ll = f"{name}_last"
-                bx, tx = hl.Var(f"{ll}_wg"), hl.Var(f"{ll}_wi")
-                rec(last, ll, "compute_root")
-                rec(last, ll, "gpu_tile", v, bx, tx, width, GUARD)
-                rec(last.update(), f"{ll}.update()", "gpu_tile", v, bx, tx, width, GUARD)
-        rec(f, name, "gpu_single_thread")
-        if f.has_update_definition():
-            rec(f.update(), lbl, "gpu_single_thread")
-    if not o.args():
-        rec(o, o.name(), "gpu_single_thread")
-    else:
+                if scalar:
+                    _place_on_threads(rec, last, [rbo], v, (o, blk))
+                    if -(-blocks // width) <= 8:  # each work-item's few group results: loads all in flight
+                        rec(last.update(), f"{ll}.update()", "unroll", rbo)
+                else:
+                    bx, tx = hl.Var(f"{ll}_wg"), hl.Var(f"{ll}_wi")
+                    rec(last, ll, "compute_root")
+                    rec(last, ll, "gpu_tile", v, bx, tx, width, GUARD)
+                    rec(last.update(), f"{ll}.update()", "gpu_tile", v, bx, tx, width, GUARD)
+        if not scalar:
+            rec(f, name, "gpu_single_thread")
+            if f.has_update_definition():
+                rec(f.update(), lbl, "gpu_single_thread")
+    if not scalar:
         pointwise.schedule_output(rec, plan, o, spec)
 
 
@@ -244,6 +259,8 @@ def _gpu_outer(rec: Recorder, plan: Plan, o: hl.Func, rows: list[hl.Var], spec: 
         lbl = f"{f.name()}.update()"
         rec(f.update(), lbl, "split", f.rvars(0)[0], ro, ri, -(-ext // chunks), GUARD)
         part = rec(f.update(), lbl, "rfactor", ro, c)  # part[x, c] = sum of chunk c of column x
+        if chunks <= 64:  # the final sum over chunks: every chunk's load in flight, not one L2 round trip each
+            rec(f.update(), lbl, "unroll", ro)
         pl = f"{f.name()}_partial"
         pbx, pby, ptx, pty = (hl.Var(f"{pl}_{n}") for n in ("bx", "by", "tx", "ty"))
         # the chunk sums accumulate in each work-item's registers (part computed per work-item inside a wrapper
@@ -329,6 +346,8 @@ def _register_accumulators(rec: Recorder, part: hl.Func, ro: hl.RVar, u: hl.Var,
         rec(acc, al, method, v)
         rec(acc.update(), albl, method, v)
     rec(acc.update(), albl, "reorder", *[v for _, v in reversed(pairs)], outer)
+    for rv in serial:  # adding up the partials: unrolled, or they are spilled to local memory to be indexed
+        rec(part.update(), lbl, "unroll", rv)
     return serial
 
 
@@ -350,4 +369,9 @@ def _rfactor_fold(rec: Recorder, f: hl.Func, wg: int, width: int = 32) -> Option
     name, lbl = f.name(), f"{f.name()}.update()"
     uo, ui, v = hl.RVar(f"{name}_fo"), hl.RVar(f"{name}_fi"), hl.Var(f"{name}_fold")
     rec(f.update(), lbl, "split", f.rvars(0)[0], uo, ui, width, GUARD)
-    return rec(f.update(), lbl, "rfactor", ui, v), uo, v
+    part = rec(f.update(), lbl, "rfactor", ui, v)
+    # each fold work-item's sum unrolled: straight-line adds, not a local-memory store per step (the last,
+    # single-work-item sum stays a loop: Halide puts a barrier after every statement at the work-group level)
+    if wg // width <= 32:
+        rec(part.update(), f"{part.name()}.update()", "unroll", uo)
+    return part, uo, v

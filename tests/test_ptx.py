@@ -1,0 +1,126 @@
+"""CUDA fast math (target/ptx.py): the exp sequence's numerics, emulated, and the rewrite of real Halide PTX."""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import halide as hl
+import numpy as np
+import pytest
+
+from halide_xpu import halide_helpers as hx
+from halide_xpu.compiler import halide_include_dir
+from halide_xpu.target import ptx
+
+F32 = np.float32
+CUDA_TARGET = "x86-64-linux-cuda-cuda_capability_80-no_runtime-strict_float-user_context"
+
+
+def _const(hexbits: str) -> np.float64:
+    return np.float64(np.array([int(hexbits, 16)], dtype=np.uint32).view(F32)[0])
+
+
+def _emulate_exp_block(x: np.ndarray) -> np.ndarray:
+    """The PTX exp sequence instruction by instruction in float32 (fma exact in float64, ex2 correctly rounded)."""
+    block = ptx._EXP_BLOCK
+    consts = {name: _const(h) for name, h in zip(("lo", "hi", "log2e", "magic", "ln2hi", "ln2lo"),  # negated ln 2
+                                                   dict.fromkeys(re.findall(r"0f([0-9A-F]{8})", block)))}
+    with np.errstate(all="ignore"):
+        xa = np.fmin(np.fmax(x, F32(consts["lo"])), F32(consts["hi"]))  # PTX min/max return the non-NaN operand
+        s = (xa.astype(np.float64) * consts["log2e"] + consts["magic"]).astype(F32)
+        k = (s - F32(consts["magic"])).astype(F32)
+        r = (k.astype(np.float64) * consts["ln2hi"] + x.astype(np.float64)).astype(F32)
+        r = (k.astype(np.float64) * consts["ln2lo"] + r.astype(np.float64)).astype(F32)
+        t = (r * F32(consts["log2e"])).astype(F32)
+        e = np.exp2(t.astype(np.float64)).astype(F32)
+        e = np.where(np.abs(e) < np.finfo(F32).tiny, F32(0), e)  # .ftz
+        scale = ((s.view(np.int32).astype(np.int64) << 23) + 1065353216).astype(np.uint32).astype(np.int64)
+        scale = (scale & 0xFFFFFFFF).astype(np.uint32).view(F32)
+        return (e * scale).astype(F32)
+
+
+def test_exp_sequence_accuracy_and_special_values():
+    xs = np.concatenate([np.linspace(-110, 90, 400_001, dtype=F32),
+                         np.array([0, -0.0, 1e-30, -1e-30, 88.72, 88.7228, 88.73, -87.3, -103.9, -104], dtype=F32)])
+    got = _emulate_exp_block(xs)
+    with np.errstate(all="ignore"):
+        want = np.exp(xs.astype(np.float64))
+    normal = (want >= np.finfo(F32).tiny) & (want <= np.finfo(F32).max)
+    rel = np.abs(got[normal] - want[normal]) / want[normal]
+    assert rel.max() < 4 * 2.0**-24, rel.max()  # ~2 ulp from the exp2 unit's model, 1 from the scaling
+    big = want > np.finfo(F32).max
+    assert np.all(np.isposinf(got[big]))
+    tiny = want < np.finfo(F32).tiny  # gradual underflow through the final multiply
+    assert np.all(np.abs(got[tiny] - want[tiny]) <= 2.0**-149)
+    special = _emulate_exp_block(np.array([np.inf, -np.inf, np.nan, 1000, -1000], dtype=F32))
+    assert special[0] == np.inf and special[1] == 0 and np.isnan(special[2])
+    assert special[3] == np.inf and special[4] == 0
+
+
+def _cuda_object(tmp_path: Path, fn) -> Path:
+    x, xo, xi, v = hl.Var("x"), hl.Var("xo"), hl.Var("xi"), hl.Var("v")
+    inp = hl.ImageParam(hl.Float(32), 1, "inp")
+    f = hl.Func("f")
+    with hx.building_for("cuda"):
+        f[x] = fn(inp[x])
+    f.split(x, x, v, 4).vectorize(v).gpu_tile(x, xo, xi, 64)
+    obj = tmp_path / "k.o"
+    f.compile_to({hl.OutputFileType.object: str(obj)}, [inp], "k", hl.Target(CUDA_TARGET))
+    return obj
+
+
+def test_rewrite_of_halide_ptx(tmp_path):
+    obj = _cuda_object(tmp_path, lambda e: hx.cuda_exp(e) / (e + 1) + 1.0 / e)
+    source = ptx.extract(obj.read_bytes())
+    assert ptx.EXP_MARKER in source and "div.rn.f32" in source and "rcp.rn.f32" in source
+    new, counts = ptx.rewrite(source)
+    assert counts["exp"] == counts["div"] == counts["rcp"] > 0
+    assert ptx.EXP_MARKER not in new and "div.rn.f32" not in new and "rcp.rn.f32" not in new
+    assert new.count("ex2.approx.ftz.f32") == counts["exp"] and "div.full.f32" in new
+    exact, counts = ptx.rewrite(source, fast_division=False)
+    assert counts["div"] == 0 and "div.rn.f32" in exact and ptx.EXP_MARKER not in exact
+    # the glue compiles and exports nothing new (the initialiser is hidden)
+    glue = tmp_path / "glue.cpp"
+    glue.write_text(ptx.glue_source(new))
+    lib = tmp_path / "glue.so"
+    subprocess.run(["c++", "-shared", "-fPIC", str(glue), "-o", str(lib)], check=True)
+    syms = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True, text=True).stdout
+    assert ptx.GLUE_SYMBOL not in syms
+
+
+def test_bf16_marker(tmp_path):
+    obj = _cuda_object(tmp_path, lambda e: hx.bf16_round_cuda(e * 3) + hl.cast(hl.Float(32), hx.bf16_bits_cuda(e)))
+    new, counts = ptx.rewrite(ptx.extract(obj.read_bytes()), fast_division=False)
+    assert counts["bf16"] == new.count("cvt.rn.bf16.f32") > 0 and ptx.BF16_MARKER not in new
+    assert ptx.rewrite_object(obj, fast_division=False)
+    ptx.check_markers(CUDA_TARGET)  # this Halide keeps both markers
+
+
+def test_kernels_without_fast_math_are_untouched(tmp_path):
+    obj = _cuda_object(tmp_path, lambda e: hl.exp(e) + e * 2)
+    assert ptx.rewrite_object(obj, fast_division=True) == ""
+
+
+def test_unexpected_marker_form_is_refused():
+    with pytest.raises(RuntimeError, match="exp marker"):
+        ptx.rewrite("\t@%p1 rsqrt.approx.ftz.f32 \t%r2, %r1;\n")
+
+
+def test_cuda_helpers_keep_types_and_compute_plainly_elsewhere(tmp_path):
+    with hx.building_for("cuda"):
+        assert hx.cuda_exp(hl.f32(1.0)).type() == hl.Float(32)
+        assert hx.cuda_exp(hl.cast(hl.Float(16), hl.f32(1.0))).type() == hl.Float(16)
+        assert hx.cuda_exp(hl.f64(1.0)).type() == hl.Float(64)
+    # outside a CUDA build (OpenCL, host: a CUDA kernel's source re-targeted) the helpers leave no marker behind
+    x, xo, xi = hl.Var("x"), hl.Var("xo"), hl.Var("xi")
+    inp = hl.ImageParam(hl.Float(32), 1, "inp")
+    f = hl.Func("f")
+    with hx.building_for("opencl"):
+        f[x] = hx.cuda_exp(inp[x]) + hx.bf16_round_cuda(inp[x]) + hl.cast(hl.Float(32), hx.bf16_bits_cuda(inp[x]))
+    f.gpu_tile(x, xo, xi, 64)
+    obj = tmp_path / "k.o"
+    f.compile_to({hl.OutputFileType.object: str(obj)}, [inp], "k", hl.Target(CUDA_TARGET))
+    source = ptx.extract(obj.read_bytes())
+    assert ptx.EXP_MARKER not in source and ptx.BF16_MARKER not in source
+    assert halide_include_dir()
