@@ -17,6 +17,14 @@ class HalideXpuOverrides(HalideOverrides):
         return f"hl.exp({x})"
 
     @staticmethod
+    def erf(x):  # type: ignore[override]
+        from torch._inductor.virtualized import V
+
+        if getattr(V.kernel, "target_name", lambda: "")() == "cuda":
+            return f"hx.cuda_erf({x})"
+        return f"hl.erf({x})"
+
+    @staticmethod
     def tanh(x):  # type: ignore[override]
         """On CPU, Halide calls scalar libm ``tanhf`` (10x slower than vector code): use exp, exact near 0."""
         from torch._inductor.virtualized import V
