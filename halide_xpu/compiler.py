@@ -202,7 +202,7 @@ def build(meta: KernelMeta, source: str, workdir: Path) -> tuple[list[str], str]
     if meta.target == "sycl":  # the OpenCL target's device calls go to the USM runtime (usm.py)
         _redefine_symbols(workdir / "kernel.o", USM_RENAMES)
     if meta.target == "cuda":
-        if "hx.cuda_exp(" in source or "_cuda(" in source:
+        if any(f"hx.{name}(" in source for name in hx.MARKING):
             ptx.check_markers(meta.halide_target)
         fast = ptx.rewrite_object(workdir / "kernel.o", meta.fast_math)
         if fast:

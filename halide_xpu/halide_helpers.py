@@ -26,6 +26,14 @@ def building_for(target: str) -> Iterator[None]:
 def _on_cuda() -> bool:
     return getattr(_building, "target", None) == "cuda"
 
+
+def _expr(x: object) -> hl.Expr:
+    return x if isinstance(x, hl.Expr) else hl.Expr(x)
+
+
+# Helpers that leave a PTX marker when building for CUDA (target/ptx.py checks this Halide still emits them)
+MARKING = ("cuda_exp", "bf16_round", "bf16_bits")
+
 # Halide's OpenCL C printer emits bfloat16 as ``half`` (wrong numbers), so device kernels keep bf16 tensors as
 # uint16 bits and convert explicitly, rounding to nearest even like torch.
 
@@ -35,30 +43,22 @@ def bf16_to_f32(bits: hl.Expr) -> hl.Expr:
 
 
 def bf16_bits(value: hl.Expr) -> hl.Expr:
-    """Float value → bfloat16 bit pattern (round to nearest even, quiet NaN kept)."""
+    """Float value → bfloat16 bit pattern (round to nearest even, quiet NaN kept); on CUDA the hardware
+    conversion (see ``bf16_round``)."""
+    if _on_cuda():
+        return hl.cast(hl.UInt(16), hl.reinterpret(hl.UInt(32), bf16_round(value)) >> 16)
     u = hl.reinterpret(hl.UInt(32), hl.cast(hl.Float(32), value))
     rounded = (u + (((u >> 16) & 1) + 0x7FFF)) >> 16
     return hl.cast(hl.UInt(16), hl.select(hl.is_nan(hl.cast(hl.Float(32), value)), 0x7FC0, rounded))
 
 
 def bf16_round(value: hl.Expr) -> hl.Expr:
-    """Round a float to bfloat16 precision, kept as Float(32)."""
+    """Round a float to bfloat16 precision, kept as Float(32). On CUDA fp32 ``fast_inverse`` marks it and
+    target/ptx.py turns the mark into the hardware conversion (``cvt.rn.bf16.f32``, round to nearest even) and back
+    (Halide's LLVM cannot emit bf16 conversions for CUDA)."""
+    if _on_cuda():
+        return hl.fast_inverse(hl.cast(hl.Float(32), value))
     return bf16_to_f32(bf16_bits(value))
-
-
-def bf16_round_cuda(value: hl.Expr) -> hl.Expr:
-    """``bf16_round``; on CUDA fp32 ``fast_inverse`` marks it and target/ptx.py turns the mark into the hardware
-    conversion (``cvt.rn.bf16.f32``, round to nearest even) and back."""
-    if not _on_cuda():
-        return bf16_round(value)
-    return hl.fast_inverse(hl.cast(hl.Float(32), value))
-
-
-def bf16_bits_cuda(value: hl.Expr) -> hl.Expr:
-    """``bf16_bits``; on CUDA with the hardware rounding (see ``bf16_round_cuda``)."""
-    if not _on_cuda():
-        return bf16_bits(value)
-    return hl.cast(hl.UInt(16), hl.reinterpret(hl.UInt(32), bf16_round_cuda(value)) >> 16)
 
 
 def bf16_input(param: hl.ImageParam) -> hl.Func:
@@ -75,7 +75,7 @@ def bf16_input(param: hl.ImageParam) -> hl.Func:
 def cuda_exp(x: hl.Expr) -> hl.Expr:
     """exp; on CUDA (fast math) fp32 ``fast_inverse_sqrt`` marks it and target/ptx.py expands the mark in the PTX
     into an exp on the exp2 unit (float64 keeps Halide's exp; half types round-trip via fp32)."""
-    x = x if isinstance(x, hl.Expr) else hl.Expr(x)
+    x = _expr(x)
     if x.type() == hl.Float(64) or not _on_cuda():
         return hl.exp(x)
     marked = hl.fast_inverse_sqrt(hl.cast(hl.Float(32), x))
@@ -99,7 +99,7 @@ def _horner(coeffs: tuple[float, ...], x: hl.Expr) -> hl.Expr:
 def erf_poly(x: hl.Expr) -> hl.Expr:
     """fp32 erf with |x| and the sign as bit operations (Halide's erf spends selects on both): max 5 ulp
     (Halide's 6), NaN, ±inf and -0.0 kept."""
-    x = hl.cast(hl.Float(32), x if isinstance(x, hl.Expr) else hl.Expr(x))
+    x = hl.cast(hl.Float(32), _expr(x))
     bits = hl.reinterpret(hl.UInt(32), x)
     t = hl.reinterpret(hl.Float(32), bits & 0x7FFFFFFF)
     small = t * _horner(_ERF_SMALL, t * t)
@@ -114,7 +114,7 @@ def erf_poly(x: hl.Expr) -> hl.Expr:
 
 def cuda_erf(x: hl.Expr) -> hl.Expr:
     """erf; on CUDA ``erf_poly`` (fewer instructions: gelu on bf16 is compute-bound there), Halide's elsewhere."""
-    x = x if isinstance(x, hl.Expr) else hl.Expr(x)
+    x = _expr(x)
     if not _on_cuda() or x.type() == hl.Float(64):
         return hl.erf(x)
     return erf_poly(x)
@@ -122,7 +122,7 @@ def cuda_erf(x: hl.Expr) -> hl.Expr:
 
 def tanh_vec(x: hl.Expr) -> hl.Expr:
     """tanh from exp (vectorizes on CPU): Taylor series below |x| < 0.1, 1 - 2/(exp(2|x|) + 1) above."""
-    x = x if isinstance(x, hl.Expr) else hl.Expr(x)
+    x = _expr(x)
     x = hl.cast(hl.Float(32), x) if x.type().bits() < 32 else x
     ax = hl.abs(x)
     x2 = x * x

@@ -24,12 +24,11 @@ log = logging.getLogger(__name__)
 _BF16_STORE = re.compile(r"^(\s*out_ptr\d+\[[^=]*\] = )hl\.cast\(hl\.BFloat\(16\), ")
 
 
-def _bf16_as_bits(line: str, cuda: bool = False) -> str:
+def _bf16_as_bits(line: str) -> str:
     """Rewrite bfloat16 casts for device targets: stores produce bits, other casts round in fp32 (on CUDA with
-    the hardware conversion, target/ptx.py)."""
-    suffix = "_cuda" if cuda else ""
-    line = _BF16_STORE.sub(rf"\1hx.bf16_bits{suffix}(", line)
-    return line.replace("hl.cast(hl.BFloat(16), ", f"hx.bf16_round{suffix}(")
+    the hardware conversion, halide_helpers.bf16_round)."""
+    line = _BF16_STORE.sub(r"\1hx.bf16_bits(", line)
+    return line.replace("hl.cast(hl.BFloat(16), ", "hx.bf16_round(")
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
@@ -182,8 +181,7 @@ class HalideXpuKernel(HalideKernel):
         """The kernel as a Python module defining ``algorithm()``, which returns its Funcs and Params."""
         if self.args.inplace_buffers:
             raise Unsupported("inplace_buffers")
-        meta = self.xpu_meta()  # also adds every size arg the layouts need, before argdefs
-        bf16_bits, cuda = meta.bf16_as_bits, meta.target == "cuda"
+        bf16_bits = self.xpu_meta().bf16_as_bits  # also adds every size arg the layouts need, before argdefs
         argdefs = self.halide_argdefs()
         code = IndentedBuffer()
         code.splice(
@@ -226,9 +224,9 @@ class HalideXpuKernel(HalideKernel):
                 if isinstance(line, str):
                     line = HalideCSEVariable.undefined_re.sub(fill_dims, line)
                     if bf16_bits:
-                        line = _bf16_as_bits(line, cuda)
+                        line = _bf16_as_bits(line)
                 elif bf16_bits and isinstance(line, DeferredLine):
-                    line = line._new_line(_bf16_as_bits(line.line, cuda))
+                    line = line._new_line(_bf16_as_bits(line.line))
                 code.writeline(line)
             code.writeline("# buffer layouts (min, extent, stride per dimension, innermost first)")
             for _, arg in argdefs:

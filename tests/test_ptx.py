@@ -90,7 +90,7 @@ def test_rewrite_of_halide_ptx(tmp_path):
 
 
 def test_bf16_marker(tmp_path):
-    obj = _cuda_object(tmp_path, lambda e: hx.bf16_round_cuda(e * 3) + hl.cast(hl.Float(32), hx.bf16_bits_cuda(e)))
+    obj = _cuda_object(tmp_path, lambda e: hx.bf16_round(e * 3) + hl.cast(hl.Float(32), hx.bf16_bits(e)))
     new, counts = ptx.rewrite(ptx.extract(obj.read_bytes()), fast_division=False)
     assert counts["bf16"] == new.count("cvt.rn.bf16.f32") > 0 and ptx.BF16_MARKER not in new
     assert ptx.rewrite_object(obj, fast_division=False)
@@ -117,7 +117,7 @@ def test_cuda_helpers_keep_types_and_compute_plainly_elsewhere(tmp_path):
     inp = hl.ImageParam(hl.Float(32), 1, "inp")
     f = hl.Func("f")
     with hx.building_for("opencl"):
-        f[x] = hx.cuda_exp(inp[x]) + hx.bf16_round_cuda(inp[x]) + hl.cast(hl.Float(32), hx.bf16_bits_cuda(inp[x]))
+        f[x] = hx.cuda_exp(inp[x]) + hx.bf16_round(inp[x]) + hl.cast(hl.Float(32), hx.bf16_bits(inp[x]))
     f.gpu_tile(x, xo, xi, 64)
     obj = tmp_path / "k.o"
     f.compile_to({hl.OutputFileType.object: str(obj)}, [inp], "k", hl.Target(CUDA_TARGET))

@@ -4,7 +4,7 @@ Halide 21's CUDA backend lowers ``exp`` to a ~20-instruction polynomial with two
 division to IEEE ``div.rn.f32``, and cannot emit bf16 conversions (its LLVM crashes); its Python API has no way to
 reach ``ex2.approx`` or ``cvt.rn.bf16.f32``. Kernels therefore mark each fp32 ``exp`` (with
 ``config.cuda_fast_math``) with ``hl.fast_inverse_sqrt`` (``halide_helpers.cuda_exp``) and each rounding to bf16
-with ``hl.fast_inverse`` (``halide_helpers.bf16_round_cuda``) — nothing else in our kernels emits
+with ``hl.fast_inverse`` (``halide_helpers.bf16_round`` when building for CUDA) — nothing else in our kernels emits
 ``rsqrt.approx.ftz.f32`` or ``rcp.rn.ftz.f32`` — and the PTX is rewritten before the driver sees it:
 
 - the exp marker becomes a range-reduced ``exp``: ``k = rint(x log2 e)`` (k in [-126, 127]), ``r = x - k ln 2`` in
@@ -125,7 +125,7 @@ def check_markers(target: str) -> None:
     inp = hl.ImageParam(hl.Float(32), 1, "inp")
     f = hl.Func("hx_marker_check")
     with hx.building_for("cuda"):
-        f[x] = hx.cuda_exp(inp[x] * 2) + hx.bf16_round_cuda(inp[x] + 1)
+        f[x] = hx.cuda_exp(inp[x] * 2) + hx.bf16_round(inp[x] + 1)
     f.gpu_tile(x, xo, xi, 64)
     with tempfile.TemporaryDirectory() as tmp:
         obj = Path(tmp) / "check.o"
