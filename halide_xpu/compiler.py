@@ -100,7 +100,8 @@ def glue_source(meta: KernelMeta) -> str:
         dims = ", ".join(f"{{0, (int32_t)({e}), (int32_t)({s}), 0}}" for e, s in zip(a.shape, a.stride))
         body.append(f"  halide_dimension_t d{i}[{max(len(a.shape), 1)}] = {{{dims or '{0, 1, 1, 0}'}}};")
         base = a.alias_of or a.name
-        flags = "halide_buffer_flag_host_dirty" if a.kind == "in" else "0"
+        # inputs, and outputs that keep their other elements, start as host data Halide copies to the device
+        flags = "halide_buffer_flag_host_dirty" if a.kind == "in" or a.partial else "0"
         ptr = f"static_cast<uint8_t *>({base}) + ({a.offset}) * {size}"
         body.append(f"  halide_buffer_t b{i};")
         if in_place:
@@ -222,9 +223,11 @@ def build(meta: KernelMeta, source: str, workdir: Path) -> tuple[list[str], str]
 
 @functools.lru_cache(maxsize=None)
 def code_version() -> str:
-    """Digest of the code that shapes a built kernel (schedules, glue, native runtime): part of every cache key."""
+    """Digest of the code that shapes a built kernel (schedules, glue, the helpers kernels call, native runtime): part
+    of every cache key."""
     root = Path(__file__).parent
-    files = sorted([*root.glob("schedule/*.py"), root / "compiler.py", *root.glob("target/*.py"), *root.glob("native/*.cpp")])
+    files = sorted([*root.glob("schedule/*.py"), root / "compiler.py", root / "halide_helpers.py", root / "meta.py",
+                    *root.glob("target/*.py"), *root.glob("native/*.cpp")])
     return cache.cache_key(*(f.read_text() for f in files))
 
 

@@ -131,3 +131,81 @@ def tanh_vec(x: hl.Expr) -> hl.Expr:
     big = 1 - 2 / (hl.exp(2 * hl.min(ax, hl.f32(20))) + 1)  # tanh(20) rounds to 1; keeps exp finite
     signed = hl.select(x < 0, -big, big)
     return hl.select(hl.is_nan(x), x, hl.select(ax < hl.f32(0.1), small, signed))
+
+
+# Integer semantics of torch (and C) that Halide's operators do not have: Halide's integer ``/`` and ``%`` are
+# Euclidean, and it treats signed 32/64-bit overflow as impossible (its simplifier and LLVM's nsw flags may rely on
+# that), while torch wraps. The helpers dispatch on the operand types when the algorithm is built.
+
+
+def _is_int(e: hl.Expr) -> bool:
+    return e.type().is_int() or e.type().is_uint()
+
+
+def _unify(a: object, b: object) -> tuple[hl.Expr, hl.Expr]:
+    a, b = _expr(a), _expr(b)
+    if a.type() != b.type():  # Halide's own coercion (float wins, then the wider int): the type of ``a + b``
+        t = (a + b).type()
+        a, b = hl.cast(t, a), hl.cast(t, b)
+    return a, b
+
+
+def _wrapping(op: str, a: object, b: object) -> hl.Expr:
+    a, b = _unify(a, b)
+    t = a.type()
+    if not (t.is_int() and t.bits() >= 32):
+        return {"add": a + b, "sub": a - b, "mul": a * b}[op]
+    u = hl.UInt(t.bits())
+    ua, ub = hl.reinterpret(u, a), hl.reinterpret(u, b)
+    return hl.reinterpret(t, {"add": ua + ub, "sub": ua - ub, "mul": ua * ub}[op])
+
+
+def add(a: object, b: object) -> hl.Expr:
+    """``a + b``; signed 32/64-bit integers wrap as in torch."""
+    return _wrapping("add", a, b)
+
+
+def sub(a: object, b: object) -> hl.Expr:
+    return _wrapping("sub", a, b)
+
+
+def mul(a: object, b: object) -> hl.Expr:
+    return _wrapping("mul", a, b)
+
+
+def neg(a: object) -> hl.Expr:
+    a = _expr(a)
+    return _wrapping("sub", hl.cast(a.type(), 0), a) if _is_int(a) else -a
+
+
+def floordiv(a: object, b: object) -> hl.Expr:
+    """Python/torch floor division. Integers: Halide's Euclidean quotient, one less where ``b < 0`` leaves a
+    remainder (integer division by zero gives 0, as Halide defines it); floats: ``floor(a / b)``."""
+    a, b = _unify(a, b)
+    if not _is_int(a):
+        return hl.floor(a / b)
+    q = a / b
+    if a.type().is_uint():
+        return q
+    r = _wrapping("sub", a, _wrapping("mul", q, b))
+    return hl.select((b < 0) & (r != 0), q - 1, q)
+
+
+def truncdiv(a: object, b: object) -> hl.Expr:
+    """C division (rounds toward zero). Integers exactly, by 0 gives 0; floats ``trunc(a / b)``."""
+    a, b = _unify(a, b)
+    if not _is_int(a):
+        return hl.trunc(a / b)
+    q = a / b
+    if a.type().is_uint():
+        return q
+    r = _wrapping("sub", a, _wrapping("mul", q, b))  # Euclidean remainder, >= 0
+    return hl.select((a < 0) & (r != 0), q + hl.select(b < 0, hl.cast(q.type(), -1), hl.cast(q.type(), 1)), q)
+
+
+def mod(a: object, b: object) -> hl.Expr:
+    """C remainder (sign of ``a``), what Inductor's ``ops.mod`` means; floats as ``fmod``."""
+    a, b = _unify(a, b)
+    if not _is_int(a):
+        return a - hl.trunc(a / b) * b
+    return _wrapping("sub", a, _wrapping("mul", truncdiv(a, b), b))

@@ -6,11 +6,13 @@ import logging
 import re
 from typing import Any, Optional
 
+import sympy
 import torch
 from torch._inductor.codegen.common import DeferredLine, SizeArg
 from torch._inductor.codegen.halide import HalideCSEVariable, HalideKernel, Unsupported, halide_type
 from torch._inductor.utils import IndentedBuffer
 from torch._inductor.virtualized import V
+from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
 
 from . import config, stats
 from .meta import STORAGE_SUFFIX, ArgSpec, KernelMeta, LoopVar
@@ -43,6 +45,14 @@ class HalideXpuKernel(HalideKernel):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.reduction_funcs: list[str] = []
+        self.partial_outputs: set[str] = set()  # output args whose other elements keep their contents
+
+    def store(self, name: str, index: Any, value: Any, mode: Any = None) -> None:  # type: ignore[override]
+        """Upstream leaves an indirect or accumulating store's other elements undefined (``hl.undef``): the output
+        buffer keeps what it holds there, so device targets must start from the buffer's contents (compiler.py)."""
+        if mode is not None or self.is_indirect_indexing(self.prepare_indexing(index)):
+            self.partial_outputs.add(self.args.output(name))
+        super().store(name, index, value, mode)
 
     def reduction(self, dtype, src_dtype, reduction_type, value):  # type: ignore[override]
         if reduction_type in ("argmax", "argmin") and len(self.reduction_renames) == 1 and not isinstance(value, tuple):
@@ -86,6 +96,17 @@ class HalideXpuKernel(HalideKernel):
         for dim, old in zip(dims, before):
             if dim.expr != old:
                 dim.size = dim.size + (dim.expr - old)
+
+    def install_dims(self, var, dims, offset, is_store):  # type: ignore[override]
+        """Upstream sizes a dimension by its index at the loop's last iteration, which is the largest only for
+        increasing indices: ``(h0 + 7) % 10`` (roll, fftshift) peaks before that. Use the index's upper bound."""
+        for dim in dims:
+            if dim.expr is not None and not isinstance(dim.expr, sympy.Symbol) and dim.expr.free_symbols:
+                ranges = {s: ValueRanges(0, self.sym_size(s) - 1) for s in dim.expr.free_symbols}
+                upper = bound_sympy(dim.expr, ranges).upper
+                if upper.is_number and upper.is_finite and V.graph.sizevars.statically_known_gt(upper + 1, dim.size):
+                    dim.size = upper + 1
+        return super().install_dims(var, dims, offset, is_store)
 
     def load(self, name: str, index: Any) -> Any:  # type: ignore[override]
         self._masked_load = bool(self._load_mask)
@@ -147,6 +168,7 @@ class HalideXpuKernel(HalideKernel):
                     stride=tuple(self._expr(d.stride) for d in dims),
                     offset=self._expr(self.buffer_offsets[arg.name]),
                     alias_of=arg.alias_of,
+                    partial=arg.name in self.partial_outputs,
                 )
             )
         reduction_vars = set(map(str, self.reduction_renames))

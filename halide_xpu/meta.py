@@ -36,6 +36,7 @@ class ArgSpec:
     stride: tuple[str, ...] = ()
     offset: str = "0"
     alias_of: Optional[str] = None
+    partial: bool = False  # an output not every element of which is written (indirect/accumulating stores)
 
     @property
     def is_buffer(self) -> bool:

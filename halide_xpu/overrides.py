@@ -1,12 +1,39 @@
-"""Inductor op → Halide expression overrides: upstream ``HalideOverrides`` with exact (not fast) math."""
+"""Inductor op → Halide expression overrides: upstream ``HalideOverrides`` with exact math and torch's integer rules."""
 from __future__ import annotations
 
+from typing import Any
+
 from torch._inductor.codegen.halide import HalideOverrides
+
+
+def _float_operand(*xs: Any) -> bool:
+    """Whether some operand is known to be floating point (then Halide's operators mean what torch's do)."""
+    return any(getattr(getattr(x, "dtype", None), "is_floating_point", False) for x in xs)
+
+
+def _int_semantics(name: str, plain: str) -> Any:
+    """An op that keeps Halide's operator for floats and calls ``hx.<name>`` otherwise (dispatching on the
+    operand types when the algorithm is built): wrapping signed overflow, C/Python division and remainder."""
+
+    def op(*xs: Any) -> str:
+        if _float_operand(*xs):
+            return plain.format(*xs)
+        return f"hx.{name}({', '.join(map(str, xs))})"
+
+    return staticmethod(op)
 
 
 class HalideXpuOverrides(HalideOverrides):
     """Upstream lowers ``exp`` to ``hl.fast_exp`` (garbage outside its range, ~5 ulp inside); we keep ``hl.exp``, or
     on CUDA with fast math the hardware exp2 (``halide_helpers.cuda_exp``)."""
+
+    add = _int_semantics("add", "{} + {}")
+    sub = _int_semantics("sub", "{} - {}")
+    mul = _int_semantics("mul", "{} * {}")
+    neg = _int_semantics("neg", "-{}")
+    floordiv = _int_semantics("floordiv", "hl.floor({} / {})")
+    truncdiv = _int_semantics("truncdiv", "hl.trunc({} / {})")
+    mod = _int_semantics("mod", "hx.mod({}, {})")  # Inductor's mod is C's remainder (Halide's % is Euclidean)
 
     @staticmethod
     def exp(x):  # type: ignore[override]

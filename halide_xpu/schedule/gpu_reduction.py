@@ -166,6 +166,9 @@ def _gpu_full(rec: Recorder, plan: Plan, o: hl.Func, spec: ScheduleSpec) -> None
         name, lbl = f.name(), f"{f.name()}.update()"
         if scalar:
             rec(f, name, "compute_at", o, blk)
+            # a per-work-group scalar lives in a register of the work-item that combines: Halide 21 packs block-level
+            # scalars of mixed widths (an int64 count beside float sums) into one local allocation sized too small
+            rec(f, name, "store_in", hl.MemoryType.Register)
         else:
             rec(f, name, "compute_root")
         if f.has_update_definition() and len(f.rvars(0)) == 1 and (ext is None or ext >= 4 * wg):
