@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 from typing import Iterator
 
@@ -77,7 +78,7 @@ def cuda_exp(x: hl.Expr) -> hl.Expr:
     into an exp on the exp2 unit (float64 keeps Halide's exp; half types round-trip via fp32)."""
     x = _expr(x)
     if x.type() == hl.Float(64) or not _on_cuda():
-        return hl.exp(x)
+        return exp(x)
     marked = hl.fast_inverse_sqrt(hl.cast(hl.Float(32), x))
     return hl.cast(x.type(), marked) if x.type().is_float() and x.type().bits() < 32 else marked
 
@@ -209,3 +210,39 @@ def mod(a: object, b: object) -> hl.Expr:
     if not _is_int(a):
         return a - hl.trunc(a / b) * b
     return _wrapping("sub", a, _wrapping("mul", truncdiv(a, b), b))
+
+
+def bitcast(x: object, dst: hl.Type, src: hl.Type) -> hl.Expr:
+    """``x.view(dst)`` of a value computed as ``src`` (16-bit floats are computed in fp32, and device targets hold
+    bfloat16 as bits): the bits of ``src``, reinterpreted; a 16-bit float result comes back as fp32."""
+    x = _expr(x)
+    if src.is_bfloat():
+        bits = bf16_bits(x)
+    elif src.is_float() and src.bits() == 16:
+        bits = hl.reinterpret(hl.UInt(16), hl.cast(src, x))
+    else:
+        bits = hl.cast(src, x)
+    if dst.is_bfloat():
+        return bf16_to_f32(hl.reinterpret(hl.UInt(16), bits))
+    if dst.is_float() and dst.bits() == 16:
+        return hl.cast(hl.Float(32), hl.reinterpret(dst, bits))
+    return hl.reinterpret(dst, bits)
+
+
+def div_by_zero(a: object, zero: object) -> hl.Expr:
+    """``a / zero`` for a divisor known to be ±0, as IEEE defines it (Halide refuses a constant zero divisor)."""
+    a, zero = _expr(a), _expr(zero)
+    t = a.type() if a.type().is_float() else hl.Float(32)
+    zero = hl.cast(t, zero)
+    inf = hl.select(hl.reinterpret(hl.UInt(t.bits()), zero) != 0, hl.cast(t, -math.inf), hl.cast(t, math.inf))
+    return hl.cast(t, a) * inf
+
+
+def exp(x: object) -> hl.Expr:
+    """``hl.exp`` with its argument clamped where the result is already ±0/inf: Halide's range reduction overflows
+    its int32 exponent for |x| > ~1.5e9 (exp(1.5e9) gave 0, silu(-1.5e9) gave -1.5e9). NaN passes through."""
+    x = _expr(x)
+    hi, lo = (710.0, -746.0) if x.type() == hl.Float(64) else (89.0, -104.0)
+    t = x.type()
+    clamped = hl.select(x > hl.cast(t, hi), hl.cast(t, hi), hl.select(x < hl.cast(t, lo), hl.cast(t, lo), x))
+    return hl.exp(clamped)

@@ -1,14 +1,31 @@
 """Inductor op → Halide expression overrides: upstream ``HalideOverrides`` with exact math and torch's integer rules."""
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from torch._inductor.codegen.halide import HalideOverrides
+import torch
+from torch._inductor.codegen.halide import HalideOverrides, Unsupported, halide_type
 
 
 def _float_operand(*xs: Any) -> bool:
     """Whether some operand is known to be floating point (then Halide's operators mean what torch's do)."""
     return any(getattr(getattr(x, "dtype", None), "is_floating_point", False) for x in xs)
+
+
+_ZERO = re.compile(r"^(hl\.cast\(hl\.\w+\(\d+\), )?(hl\.f64\()?-?0(\.0)?\)?\)?$")
+
+
+def _is_constant_zero(x: Any) -> bool:
+    """Whether the CSE variable ``x`` holds a constant ±0 (its expression text, from the kernel's CSE cache)."""
+    from torch._inductor.virtualized import V
+
+    if _ZERO.match(str(x)):
+        return True
+    for key, var in getattr(getattr(V.kernel, "cse", None), "_cache", {}).items():
+        if var is x:
+            return bool(_ZERO.match(key if isinstance(key, str) else str(key[0])))
+    return False
 
 
 def _int_semantics(name: str, plain: str) -> Any:
@@ -36,12 +53,28 @@ class HalideXpuOverrides(HalideOverrides):
     mod = _int_semantics("mod", "hx.mod({}, {})")  # Inductor's mod is C's remainder (Halide's % is Euclidean)
 
     @staticmethod
+    def truediv(a: Any, b: Any) -> str:
+        """Halide refuses to compile a division by a constant zero; IEEE gives ±inf/nan: ``a * ±inf``."""
+        if _is_constant_zero(b):
+            return f"hx.div_by_zero({a}, {b})"
+        return f"{a} / {b}"
+
+    @staticmethod
+    def erfcx(x: Any) -> str:
+        raise Unsupported("erfcx (exp(x*x) * erfc(x) loses all precision for x > 3)")
+
+    @staticmethod
+    def to_dtype_bitcast(x: Any, dtype: torch.dtype, src_dtype: torch.dtype) -> str:
+        """Upstream casts to the 16-bit type and reinterprets; device targets hold bfloat16 as bits (fp32 values)."""
+        return f"hx.bitcast({x}, {halide_type(dtype)}, {halide_type(src_dtype)})"
+
+    @staticmethod
     def exp(x):  # type: ignore[override]
         from torch._inductor.virtualized import V
 
         if getattr(V.kernel, "fast_math", lambda: False)():
             return f"hx.cuda_exp({x})"  # marked for the PTX rewrite (target/ptx.py)
-        return f"hl.exp({x})"
+        return f"hx.exp({x})"
 
     @staticmethod
     def erf(x):  # type: ignore[override]

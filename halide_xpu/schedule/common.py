@@ -13,7 +13,7 @@ from ..target.targets import DeviceCaps
 
 _UNIQUE_SUFFIX = re.compile(r"\$\d+")  # Halide's suffix for re-created Func names, noise in a printed schedule
 _DEF = re.compile(r"^\s*(tmp\d+)\[[^\]]*\] = (.*)$", re.M)
-_TRANSCENDENTAL = re.compile(r"\b(hl\.(exp|log|erf|pow|sin|cos|tan|atan|atan2)|hx\.(tanh_vec|cuda_exp|cuda_erf))\(")
+_TRANSCENDENTAL = re.compile(r"\b(hl\.(exp|log|erf|pow|sin|cos|tan|atan|atan2)|hx\.(exp|tanh_vec|cuda_exp|cuda_erf))\(")
 _NO_OPENCL_VECTORS = re.compile(r"\bhl\.(is_nan|is_inf|is_finite|erf)\(")
 _LHS = re.compile(r"^\s*((?:tmp|out_ptr)\d+)\[([^\]]*)\] = (.*)$", re.M)
 _REF = re.compile(r"\b(tmp\d+)\[")
