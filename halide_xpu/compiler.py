@@ -48,6 +48,8 @@ extern "C" void hx_usm_wait(void *queue);
 """
 
 GLUE_PRELUDE = """\
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include "HalideRuntime.h"
@@ -91,6 +93,9 @@ def glue_source(meta: KernelMeta) -> str:
         body.append("  if (!hx_any) return 0;  // every tensor is empty")
         for n in pointers:
             body.append(f"  if (!{n}) {n} = hx_any;")
+    for a in meta.call_args:
+        if a.kind == "scalar" and a.dtype == "int64":  # the kernel takes int32 sizes: refuse what does not fit
+            body.append(f"  if ({a.name} != (int32_t){a.name}) return halide_error_code_buffer_extents_too_large;")
     for i, a in enumerate(meta.args):
         if a.kind == "scalar":
             call.append(a.name)

@@ -50,9 +50,20 @@ class HalideXpuKernel(HalideKernel):
     def store(self, name: str, index: Any, value: Any, mode: Any = None) -> None:  # type: ignore[override]
         """Upstream leaves an indirect or accumulating store's other elements undefined (``hl.undef``): the output
         buffer keeps what it holds there, so device targets must start from the buffer's contents (compiler.py)."""
-        if mode is not None or self.is_indirect_indexing(self.prepare_indexing(index)):
+        prepared = self.prepare_indexing(index)
+        # a value varying along a dim the index does not use writes each element several times (x[[0, 0]] += ...):
+        # like an indirect store, an update over a domain (the last write wins, as in eager), not a pure definition
+        spread = bool(set(getattr(value, "used_dims", None) or ()) - set(prepared.free_symbols))
+        if mode is not None or spread or self.is_indirect_indexing(prepared):
             self.partial_outputs.add(self.args.output(name))
-        super().store(name, index, value, mode)
+        self._store_over_domain = spread
+        try:
+            super().store(name, index, value, mode)
+        finally:
+            self._store_over_domain = False
+
+    def is_indirect_indexing(self, index: Any) -> bool:  # type: ignore[override]
+        return getattr(self, "_store_over_domain", False) or super().is_indirect_indexing(index)
 
     def reduction(self, dtype, src_dtype, reduction_type, value):  # type: ignore[override]
         if reduction_type in ("argmax", "argmin") and len(self.reduction_renames) == 1 and not isinstance(value, tuple):
@@ -209,6 +220,7 @@ class HalideXpuKernel(HalideKernel):
         code.splice(
             """
             import halide as hl
+            import math
             from math import inf, nan
             from torch._inductor.runtime import halide_helpers
             from halide_xpu import halide_helpers as hx
@@ -220,7 +232,9 @@ class HalideXpuKernel(HalideKernel):
         with code.indent():
             for _, arg in argdefs:
                 if isinstance(arg, SizeArg):
-                    code.writeline(f"{arg.name} = hl.Param({self.index_dtype}, {arg.name!r})")
+                    # Halide indexes with 32 bits: int64 sizes (unbacked symbols) arrive as int64 and are narrowed,
+                    # range-checked, in the glue (compiler.glue_source)
+                    code.writeline(f"{arg.name} = hl.Param(hl.Int(32), {arg.name!r})")
                     continue
                 ndim = len(self.buffer_dimensions[arg.name])
                 htype = halide_type(arg.dtype)

@@ -63,6 +63,19 @@ class HalideXpuOverrides(HalideOverrides):
     def erfcx(x: Any) -> str:
         raise Unsupported("erfcx (exp(x*x) * erfc(x) loses all precision for x > 3)")
 
+    @classmethod
+    def halide_clamp(cls, value: Any, size: Any, check: bool) -> str:
+        """Indirect indices are clamped into the buffer (upstream); on the host target an index Inductor asks to
+        check (``check=True``: embedding, gather) that is out of range raises, as eager and Inductor's C++ do.
+        Device kernels cannot raise: they keep the clamp."""
+        from torch._inductor.virtualized import V
+
+        clamped = super().halide_clamp(value, size, check)
+        if not check or getattr(V.kernel, "target_name", lambda: "")() != "host":
+            return clamped
+        end = clamped.rsplit(", ", 1)[1][:-1]
+        return f"hl.require(({value} >= 0) & ({value} <= {end}), {clamped}, {value}, hl.Expr(-1), {end} + 1)"
+
     @staticmethod
     def to_dtype_bitcast(x: Any, dtype: torch.dtype, src_dtype: torch.dtype) -> str:
         """Upstream casts to the 16-bit type and reinterprets; device targets hold bfloat16 as bits (fp32 values)."""

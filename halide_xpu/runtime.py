@@ -139,4 +139,12 @@ class KernelLauncher:
         err = self._fn(*ptrs)
         if err:
             msg = getattr(_errors, "last", "")
-            raise HalideKernelError(f"Halide kernel {self.library.parent.name[:12]} failed (error {err}): {msg}")
+            raise HalideKernelError(f"Halide kernel {self.library.parent.name[:12]} failed (error {err}): {_explain(msg)}")
+
+
+def _explain(msg: str) -> str:
+    """Halide's message, with checked indirect indices (``hl.require(..., index, -1, size)``, overrides.py) in words."""
+    words = msg.split()
+    if msg.startswith("Requirement Failed") and len(words) >= 3 and words[-2] == "-1":
+        return f"index {words[-3]} is out of bounds for size {words[-1]} ({msg})"
+    return msg
