@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import re
 from typing import Any, Optional
@@ -9,7 +10,7 @@ from typing import Any, Optional
 import sympy
 import torch
 from torch._inductor.codegen.common import DeferredLine, SizeArg
-from torch._inductor.codegen.halide import HalideCSEVariable, HalideKernel, Unsupported, halide_type
+from torch._inductor.codegen.halide import DimensionInfo, HalideCSEVariable, HalideKernel, Unsupported, halide_type
 from torch._inductor.utils import IndentedBuffer
 from torch._inductor.virtualized import V
 from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
@@ -118,6 +119,42 @@ class HalideXpuKernel(HalideKernel):
                 if upper.is_number and upper.is_finite and V.graph.sizevars.statically_known_gt(upper + 1, dim.size):
                     dim.size = upper + 1
         return super().install_dims(var, dims, offset, is_store)
+
+    def indexing_to_dimensions(self, var, index, is_store):  # type: ignore[override]
+        """A masked load's indices are clamped per dimension (``make_index_str``), which is exact only while each
+        dimension's index stays in [0, extent). Upstream folds offsets and negative strides into the dimensions
+        (reflection padding reads ``15 - h0 - 10*h1`` as ``5 - h0``, ``1 - h1``): a dimension can dip below 0 while
+        the address is valid. Such loads go through a 1-D view of the whole buffer with the flat index clamped."""
+        var, dims = super().indexing_to_dimensions(var, index, is_store)
+        if is_store or not getattr(self, "_masked_load", False) or len(dims) < 2 or any(d.expr is None for d in dims):
+            return var, dims
+        if all(self._lowest(d.expr) >= 0 for d in dims):
+            return var, dims
+        base = var.split("_view")[0]
+        flat = sympy.expand(self.buffer_offsets[var] + sum(d.expr * d.stride for d in dims))
+        view = [DimensionInfo(flat, self._storage_size(base, flat), 1)]
+        for i in itertools.count():
+            alias = f"{base}_flat{i}"
+            if self.install_dims(alias, view, 0, False):
+                if alias not in self.buffer_aliases[base]:
+                    self.buffer_aliases[base].append(alias)
+                return alias, view
+
+    def _lowest(self, expr: Any) -> Any:
+        ranges = {s: ValueRanges(0, self.sym_size(s) - 1) for s in expr.free_symbols}
+        low = bound_sympy(expr, ranges).lower
+        return low if low.is_number else -1
+
+    def _storage_size(self, arg: str, flat: Any) -> Any:
+        """Elements of the buffer behind input ``arg`` (its layout's storage), else the flat index's bound + 1."""
+        for buf, name in self.args.input_buffers.items():
+            if name == arg:
+                try:
+                    return V.graph.get_buffer(buf).get_layout().storage_size()
+                except (AttributeError, KeyError, NotImplementedError):
+                    break
+        ranges = {s: ValueRanges(0, self.sym_size(s) - 1) for s in flat.free_symbols}
+        return bound_sympy(flat, ranges).upper + 1
 
     def load(self, name: str, index: Any) -> Any:  # type: ignore[override]
         self._masked_load = bool(self._load_mask)

@@ -52,6 +52,14 @@ class HalideXpuOverrides(HalideOverrides):
     truncdiv = _int_semantics("truncdiv", "hl.trunc({} / {})")
     mod = _int_semantics("mod", "hx.mod({}, {})")  # Inductor's mod is C's remainder (Halide's % is Euclidean)
 
+    @classmethod
+    def constant(cls, value: Any, dtype: torch.dtype) -> str:
+        """16-bit float kernels compute in fp32 (loads are upcast): their constants too, unrounded, as in eager's
+        opmath and Inductor's other backends (softshrink's lambd=9.99 on bf16 must not become 10.0)."""
+        if dtype in (torch.float16, torch.bfloat16):
+            dtype = torch.float32
+        return super().constant(value, dtype)
+
     @staticmethod
     def truediv(a: Any, b: Any) -> str:
         """Halide refuses to compile a division by a constant zero; IEEE gives ±inf/nan: ``a * ±inf``."""
