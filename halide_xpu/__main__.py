@@ -1,4 +1,5 @@
-"""Command line: ``python -m halide_xpu demo`` runs the demo, ``python -m halide_xpu info`` lists devices and knobs."""
+"""Command line: ``python -m halide_xpu demo`` runs the demo, ``python -m halide_xpu info`` lists devices and knobs,
+``python -m halide_xpu conformance --target host`` runs the OpInfo conformance suite (``--help`` for its options)."""
 from __future__ import annotations
 
 import argparse
@@ -7,8 +8,13 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["conformance"]:  # its own options: see conformance.add_arguments
+        from .conformance import main as conformance
+
+        return conformance(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m halide_xpu")
-    parser.add_argument("command", choices=["demo", "info"])
+    parser.add_argument("command", choices=["demo", "info", "conformance"])
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

@@ -72,6 +72,23 @@ static inline void hx_buffer(halide_buffer_t *b, halide_dimension_t *dims, int n
 """
 
 
+# Halide 21 under-sizes a work-group's shared (local) memory when allocations of different widths share it
+# (FuseGPUThreadLoops: each group's offset is padded to the widest type, the total is not; an int64 count beside
+# float32 sums ran past the end: wrong values, and a crashed process on Intel's OpenCL CPU device). Offsets are
+# right, so launches get room for the padding: the kernel object's launch call is renamed to these wrappers.
+LOCAL_SLACK = 256  # bytes: up to 32 groups of 8-byte padding; schedules budget local memory less this
+LAUNCH_RENAMES = {"opencl": "halide_opencl_run", "cuda": "halide_cuda_run"}
+
+LAUNCH_WRAPPER = """\
+extern "C" int {real}(void *, void *, const char *, int, int, int, int, int, int, int, size_t *, void **, int8_t *);
+extern "C" __attribute__((visibility("hidden"))) int hx_{api}_run(void *uc, void *st, const char *entry, int bx,
+    int by, int bz, int tx, int ty, int tz, int shared, size_t *sizes, void **args, int8_t *is_buffer) {{
+  if (shared > 0) shared = (shared + 63) / 64 * 64 + {slack};
+  return {real}(uc, st, entry, bx, by, bz, tx, ty, tz, shared, sizes, args, is_buffer);
+}}
+"""
+
+
 def glue_source(meta: KernelMeta) -> str:
     """C++ entry ``hx_launch(pointers..., scalars..., [stream])`` that wraps raw pointers in halide_buffer_t."""
     params = []
@@ -207,6 +224,10 @@ def build(meta: KernelMeta, source: str, workdir: Path) -> tuple[list[str], str]
     glue = glue_source(meta)
     if meta.target == "sycl":  # the OpenCL target's device calls go to the USM runtime (usm.py)
         _redefine_symbols(workdir / "kernel.o", USM_RENAMES)
+    if meta.target in LAUNCH_RENAMES:  # room for Halide's shared-memory padding (LOCAL_SLACK)
+        real = LAUNCH_RENAMES[meta.target]
+        _redefine_symbols(workdir / "kernel.o", {real: f"hx_{meta.target}_run"})
+        glue += LAUNCH_WRAPPER.format(real=real, api=meta.target, slack=LOCAL_SLACK)
     if meta.target == "cuda":
         if any(f"hx.{name}(" in source for name in hx.MARKING):
             ptx.check_markers(meta.halide_target)

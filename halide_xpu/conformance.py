@@ -68,6 +68,23 @@ CI_SUBSET: tuple[tuple[str, str, Optional[tuple[str, ...]]], ...] = (
     # fused pointwise with several inputs
     ("masked_fill", "", None), ("addcmul", "", None), ("lerp", "", None),
 )
+# ``--subset quick`` (the test suite's run, ~1/3 of ``ci``): the same ops, one sample, float32 forward for all,
+# plus the integer/bool, bf16 and backward jobs below (one or more per family).
+QUICK_MAX_SAMPLES = 1
+QUICK_DTYPES = {
+    "floor_divide": ("float32", "int32"), "remainder": ("float32", "int32"), "fmod": ("float32", "int32"),
+    "bitwise_and": ("int32", "int8"), "bitwise_right_shift": ("int64", "int8"), "abs": ("float32", "int8"),
+    "lt": ("float32", "int32"), "clamp": ("float32", "int32"), "sum": ("float32", "int32", "bfloat16"),
+    "argmax": ("float32", "int32"), "any": ("float32", "bool"), "all": ("int32", "bool"),
+    "scatter_reduce.sum": ("float32", "int32"), "erf": ("float32", "bfloat16"),
+    "nn.functional.gelu": ("float32", "bfloat16"), "var_mean": ("float32", "bfloat16"),
+    "softmax": ("float32", "bfloat16"), "nn.functional.layer_norm": ("float32", "bfloat16"),
+    "scatter_add": ("float32", "bfloat16"), "nn.functional.avg_pool2d": ("float32", "bfloat16"),
+}
+QUICK_BACKWARD = {
+    "nn.functional.gelu", "logsumexp", "nn.functional.layer_norm", "nn.functional.cross_entropy",
+    "nn.functional.embedding", "gather", "nn.functional.max_pool2d", "nn.functional.pad.reflect",
+}
 
 
 def device_of(target: str) -> str:
@@ -92,17 +109,20 @@ def enumerate_jobs(target: str, ops: Optional[str] = None, subset: Optional[str]
     device = device_of(target)
     by_key = {(o.name, o.variant_test_name): o for o in op_db}
     missing: list[str] = []
-    if subset == "ci":
+    if subset in ("ci", "quick"):
         chosen = []
         for name, variant, ci_dtypes in CI_SUBSET:
-            if (name, variant) in by_key:
-                chosen.append((by_key[(name, variant)], list(dtypes or ci_dtypes or CI_DTYPES)))
-            else:
+            if (name, variant) not in by_key:
                 missing.append(op_key(name, variant))
+            elif subset == "quick":
+                chosen.append((by_key[(name, variant)], list(dtypes or QUICK_DTYPES.get(op_key(name, variant),
+                                                                                       ("float32",)))))
+            else:
+                chosen.append((by_key[(name, variant)], list(dtypes or ci_dtypes or CI_DTYPES)))
     elif subset is None:
         chosen = [(o, list(dtypes or DEFAULT_DTYPES)) for o in op_db]
     else:
-        raise ValueError(f"unknown subset {subset!r}; choose 'ci'")
+        raise ValueError(f"unknown subset {subset!r}; choose 'ci' or 'quick'")
     pattern = re.compile(ops) if ops else None
     jobs = []
     for op, wanted in chosen:
@@ -112,6 +132,8 @@ def enumerate_jobs(target: str, ops: Optional[str] = None, subset: Optional[str]
         supported = {str(d).replace("torch.", "") for d in op.supported_dtypes(device)}
         base = {"op": op.name, "variant": op.variant_test_name, "max_samples": max_samples}
         jobs += [dict(base, dtype=d, direction="forward") for d in wanted if d in supported]
+        if subset == "quick" and key not in QUICK_BACKWARD:
+            continue
         if backward and op.supports_autograd and torch.float32 in op.supported_backward_dtypes(device) \
                 and "float32" in supported:
             jobs.append(dict(base, dtype="float32", direction="backward"))
@@ -122,7 +144,7 @@ class Worker:
     """One ``conformance_worker`` subprocess, fed one job at a time."""
 
     def __init__(self, target: str, log_path: Path, env: dict[str, str]) -> None:
-        self.log = open(log_path, "ab")
+        self.log = open(log_path, "wb")
         self.log_path = log_path
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "halide_xpu.conformance_worker", target], stdin=subprocess.PIPE,
@@ -312,6 +334,8 @@ def reason_of(rec: dict[str, Any]) -> str:
     if rec["class"] == "mismatch":
         reason = f"sample {rec.get('sample')}, output {rec.get('output')}, max abs diff {rec.get('max_abs_diff')}: " \
                  + reason
+    elif rec["class"] in ("crash", "timeout") and rec.get("log_tail"):
+        reason += " — log: " + rec["log_tail"].strip().splitlines()[-1]
     elif rec["class"] == "error" and rec.get("sample") is not None:
         reason = f"sample {rec['sample']}: {reason}"
     return reason
@@ -384,8 +408,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", choices=TARGETS, required=True,
                    help="halide-xpu: host, opencl, sycl (cpu), cuda; Inductor's anchors: cpp (cpu), triton (cuda)")
     p.add_argument("--ops", help="regex over op names ('name' or 'name.variant')")
-    p.add_argument("--subset", choices=["ci"], help="the fixed CI subset (defaults: --max-samples "
-                   f"{CI_MAX_SAMPLES}, dtypes {','.join(CI_DTYPES)} where supported)")
+    p.add_argument("--subset", choices=["ci", "quick"], help="the fixed CI subset (defaults: --max-samples "
+                   f"{CI_MAX_SAMPLES}, dtypes {','.join(CI_DTYPES)} where supported); quick: its ops trimmed for "
+                   "the test suite (1 sample, float32 + chosen integer/bf16/backward jobs)")
     p.add_argument("--dtypes", help=f"comma-separated (default {','.join(DEFAULT_DTYPES)})")
     p.add_argument("--max-samples", type=int, help="samples per (op, dtype, direction) (default 3)")
     p.add_argument("--no-backward", action="store_true", help="forward only")
@@ -402,7 +427,7 @@ def run(args: argparse.Namespace, command: Optional[str] = None, env: Optional[d
     for d in dtypes or ():
         if d not in DEFAULT_DTYPES + ("float64", "int16", "complex64"):
             raise ValueError(f"unknown dtype {d!r}")
-    max_samples = args.max_samples or (CI_MAX_SAMPLES if args.subset == "ci" else 3)
+    max_samples = args.max_samples or {"ci": CI_MAX_SAMPLES, "quick": QUICK_MAX_SAMPLES}.get(args.subset, 3)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{args.target}.json"
@@ -414,7 +439,7 @@ def run(args: argparse.Namespace, command: Optional[str] = None, env: Optional[d
     meta = {
         **_versions(),
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "command": command or "python3 -m halide_xpu conformance " + " ".join(sys.argv[2:]),
+        "command": command or "(api)",
         "options": {"ops": args.ops, "subset": args.subset, "dtypes": dtypes, "max_samples": max_samples,
                     "backward": not args.no_backward, "timeout_s": args.timeout_s, "jobs": args.jobs},
         "missing_ops": missing,
@@ -440,8 +465,9 @@ def run(args: argparse.Namespace, command: Optional[str] = None, env: Optional[d
 def main(argv: Optional[list[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m halide_xpu conformance")
     add_arguments(p)
+    argv = sys.argv[1:] if argv is None else argv
     args = p.parse_args(argv)
-    doc = run(args)
+    doc = run(args, command="python3 -m halide_xpu conformance " + " ".join(argv))
     print(json.dumps({"target": doc["target"], "summary": doc["summary"], "wall_s": doc.get("wall_s")}))
     return 0
 

@@ -173,6 +173,16 @@ def _matches_float64(fn: Callable[..., Any], args: tuple, kwargs: dict, actual: 
         return False
 
 
+def _clone(tree: Any) -> Any:
+    """A copy for eager (strides and storage offsets kept), so an op that writes its input cannot skew the
+    compiled run, which gets the sample itself."""
+    import torch
+    from torch._dynamo.utils import clone_input
+    from torch.utils._pytree import tree_map
+
+    return tree_map(lambda t: clone_input(t) if isinstance(t, torch.Tensor) else t, tree)
+
+
 def _differentiable(tree: Any) -> list[Any]:
     import torch
     from torch.utils._pytree import tree_leaves
@@ -222,7 +232,8 @@ def run_job(job: dict[str, Any], ops: dict[tuple[str, str], Any], device: str, t
                     continue
                 args = ([torch.randn(o.shape, dtype=o.dtype, device=o.device) for o in outs], *args)
             torch.manual_seed(seed + index)
-            expected = fn(*args, **kwargs)
+            eager_args, eager_kwargs = (args, kwargs) if backward else _clone((args, kwargs))
+            expected = fn(*eager_args, **eager_kwargs)
         except Exception as e:
             eager_failure = eager_failure or f"{type(e).__name__}: {_first_lines(str(e), 1)}"
             continue

@@ -43,6 +43,11 @@ int halide_device_and_host_malloc(void *, halide_buffer_t *, const halide_device
 int halide_device_and_host_free(void *, halide_buffer_t *);
 }
 
+
+// Bytes of the `__local int16*` shared-memory argument of Halide's OpenCL kernels for ``bytes`` of allocations:
+// whole int16s, plus room for the padding Halide 21 leaves out of the total (compiler.LOCAL_SLACK, same value).
+extern "C" int hx_local_bytes(int bytes) { return bytes > 0 ? (bytes + 63) / 64 * 64 + 256 : 64; }
+
 namespace {
 
 typedef void *Ref;  // dpctl's opaque refs (sycl::queue*, sycl::context*, ...)
@@ -602,11 +607,11 @@ int hx_usm_run(void *uc, void *state_ptr, const char *entry, int bx, int by, int
       }
     }
   }
-  // Halide's OpenCL kernels end with one `__local` parameter for all shared memory (at least 1 byte),
-  // unless prepare_source dropped it as unused.
+  // Halide's OpenCL kernels end with one `__local` parameter for all shared memory, unless prepare_source
+  // dropped it as unused; sized by hx_local_bytes.
   size_t nargs = n;
   if (kernel.num_args > size_t(n)) {
-    shared = LocalAccessor{1, 1 /* uint8 */, size_t(shared_mem_bytes > 0 ? shared_mem_bytes : 1), 1, 1};
+    shared = LocalAccessor{1, 1 /* uint8 */, size_t(hx_local_bytes(shared_mem_bytes)), 1, 1};
     values[n] = &shared;
     types[n] = kLocalAccessor;
     nargs = n + 1;

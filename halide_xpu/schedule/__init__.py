@@ -10,7 +10,7 @@ from ..target.targets import DeviceCaps
 from . import pointwise, reduction
 import halide as hl
 
-from .common import GUARD, Plan, Recorder, fuse_all
+from .common import GUARD, Plan, Recorder, fuse_all, separate_local_widths
 
 log = logging.getLogger(__name__)
 
@@ -78,4 +78,6 @@ def apply(variant: Variant, meta: KernelMeta, funcs: dict[str, Any], caps: Devic
     plan = Plan(meta, funcs, caps, source)
     rec = Recorder(unroll_lanes=plan.unroll_lanes)
     variant(rec, plan, meta.schedule)
+    if caps.gpu:
+        separate_local_widths(rec)
     return rec.lines

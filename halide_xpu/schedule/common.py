@@ -43,6 +43,8 @@ class Recorder:
     def __init__(self, unroll_lanes: bool = False) -> None:
         self.lines: list[str] = []
         self.history: dict[str, list[tuple[str, tuple]]] = {}  # directives applied to each Func's pure stage
+        self.computed_at: dict[str, tuple[hl.Func, str]] = {}  # Func name -> (Func, name of the Var it is computed at)
+        self.block_vars: set[str] = set()  # Vars given to gpu_blocks / the block Var of gpu_tile
         self.unroll_lanes = unroll_lanes
 
     def __call__(self, stage: Any, label: str, method: str, *args: Any) -> Any:
@@ -51,6 +53,12 @@ class Recorder:
         result = getattr(stage, method)(*args)
         if isinstance(stage, hl.Func):
             self.history.setdefault(stage.name(), []).append((method, args))
+            if method == "compute_at":
+                self.computed_at[stage.name()] = (stage, args[1].name() if isinstance(args[1], (hl.Var, hl.RVar)) else "")
+        if method == "gpu_blocks":
+            self.block_vars.update(a.name() for a in args if isinstance(a, (hl.Var, hl.RVar)))
+        elif method == "gpu_tile" and len(args) >= 3:
+            self.block_vars.add(args[1].name())
         line = f"{label}.{method}({', '.join(_fmt(a) for a in args)})"
         self.lines.append(_UNIQUE_SUFFIX.sub("", line))
         return result
@@ -183,6 +191,13 @@ class Plan:
 
         return any(narrow(a) for a in self.meta.args) or bool(_TO_HALF.search(self.source))
 
+    @property
+    def min_wg(self) -> int:
+        """The smallest work-group a schedule makes: a whole sub-group (16 where unknown), however short the
+        row. Intel's OpenCL CPU compiler crashed the process on work-groups of 4 with barriers (a softmax
+        backward over rows of 10); idle work-items are guarded."""
+        return min(self.caps.max_work_group, self.caps.sub_group or 16)
+
     def outputs(self) -> list[hl.Func]:
         return [self.funcs[n] for n in self.meta.outputs]
 
@@ -264,3 +279,19 @@ def reduction_extent(plan: Plan, f: hl.Func) -> Optional[int]:
 def inner_reduction(plan: Plan) -> bool:
     """A reduction over a contiguous (stride-1) input dimension: vectorize by rfactor, not across rows."""
     return any(v.reduction and v.contiguous for v in plan.meta.loop_vars)
+
+
+def separate_local_widths(rec: Recorder) -> None:
+    """Funcs stored per work-group (computed at a GPU block Var) share one local-memory allocation, which Halide
+    21 sizes wrongly when their element widths differ (FuseGPUThreadLoops: groups padded to the widest type
+    without counting it; slots reused across types sized with truncating division). An int64 count beside
+    float32 sums gave garbage, or a crashed process on Intel's OpenCL CPU device. With mixed widths, only the
+    4-byte Funcs stay in local memory; the others go to per-launch global scratch (``MemoryType.Heap``)."""
+    stored = {name: f for name, (f, at) in rec.computed_at.items()
+              if at in rec.block_vars and ("store_in", (hl.MemoryType.Register,)) not in rec.history.get(name, [])}
+    widths = {name: {t.bytes() for t in f.types()} for name, f in stored.items()}
+    if len(set().union(*widths.values()) if widths else set()) <= 1:
+        return
+    for name, f in stored.items():
+        memory = hl.MemoryType.GPUShared if widths[name] == {4} else hl.MemoryType.Heap
+        rec(f, name, "store_in", memory)

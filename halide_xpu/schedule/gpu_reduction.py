@@ -39,7 +39,7 @@ def gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     if in_row:
         wg = spec.get("wg_row_staged", 512) if inputs_only else spec.get("wg_row", 256)
     if ext is not None:  # no idle work-items: a row of 1024 takes 256 work-items of 4 lanes, not 512
-        wg = max(1, min(wg, pow2_floor(ext // (row_vec if in_row or staged else 1))))
+        wg = max(plan.min_wg, min(wg, pow2_floor(ext // (row_vec if in_row or staged else 1))))
     row = _row_loops(rec, o, rows, in_row, wg, row_vec if in_row else 1)
     _stage_rows(rec, plan, o, row, wg, row_vec, staged)
     names = [v.name() for v in o.args()]
@@ -108,7 +108,7 @@ def _resident_rows(plan: Plan, spec: ScheduleSpec, wg: int) -> list[hl.Func]:
     """``Plan.row_resident`` within the device's local memory, less the partials of ``wg`` work-items."""
     if not spec.get("stage", 1) or not plan.caps.local_mem:
         return []
-    budget = plan.caps.local_mem - 8 * wg * max(1, len(plan.reductions()))
+    budget = plan.caps.local_mem - 8 * wg * max(1, len(plan.reductions())) - 512  # 512: launch slack (compiler.py)
     return plan.row_resident(budget, lambda f: _row_bytes(plan, f), spec.get("exp_cost", 6), spec.get("fast_exp_cost", 2))
 
 
@@ -297,7 +297,7 @@ def gpu_row_reduce(rec: Recorder, plan: Plan, f: hl.Func, spec: ScheduleSpec) ->
     rec(f, f.name(), "gpu_blocks", row)
     upd = f.update()
     ext = reduction_extent(plan, f)
-    wg = max(1, min(spec.get("wg", 128), pow2_floor(ext))) if ext else spec.get("wg", 128)
+    wg = max(plan.min_wg, min(spec.get("wg", 128), pow2_floor(ext))) if ext else spec.get("wg", 128)
     # rfactor first: the partials must not inherit the update's block loops
     split = _rfactor_across(rec, f, wg) if wg >= 2 else None
     fold = _rfactor_fold(rec, f, wg, spec.get("fold", 16)) if split is not None else None

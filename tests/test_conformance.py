@@ -1,0 +1,99 @@
+"""OpInfo conformance (``python -m halide_xpu conformance``) on every CPU target: the ``quick`` subset (the CI
+subset's ops, every lowering family, trimmed to one sample) through worker subprocesses, as the CLI runs it."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import halide_xpu
+from conftest import CPU_TARGETS, opencl_available, sycl_unavailable
+from halide_xpu import conformance
+
+# Floors on `pass` records of the quick subset (90 jobs on torch 2.13; `no_kernel` is expected for scans and
+# the ops Inductor leaves to aten, e.g. cumsum, fft.fftshift's copies, index_put).
+PASS_FLOOR = {"host": 75, "opencl": 75, "sycl": 75}
+MUST_BE_ZERO = ("mismatch", "crash", "timeout")
+
+
+def _skip_reason(target: str) -> str | None:
+    if target == "opencl" and not opencl_available():
+        return "no OpenCL device"
+    if target == "sycl":
+        return sycl_unavailable()
+    return None
+
+
+def _describe(records: list[dict]) -> str:
+    return "\n".join(
+        f"  {conformance.op_key(r['op'], r['variant'])} {r['dtype']} {r['direction']}: {r['class']}: "
+        f"{conformance.reason_of(r)[:300]}"
+        for r in records
+    )
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    conformance.add_arguments(parser)
+    return parser.parse_args([*argv, "--quiet"])
+
+
+def _env() -> dict[str, str]:
+    # The workers use this session's kernel cache (conftest's isolated one), never the user's.
+    return dict(os.environ, HALIDE_XPU_CACHE_DIR=str(halide_xpu.config.cache_dir))
+
+
+@pytest.mark.parametrize("target", CPU_TARGETS)
+def test_conformance_quick(target: str, tmp_path: Path) -> None:
+    why = _skip_reason(target)
+    if why:
+        pytest.skip(why)
+    doc = conformance.run(_args("--target", target, "--subset", "quick", "--out", str(tmp_path)),
+                          command=f"pytest quick {target}", env=_env())
+
+    # Outputs: the JSON (records, counts, versions, command) and the markdown report.
+    on_disk = json.loads((tmp_path / f"{target}.json").read_text())
+    assert on_disk["summary"] == doc["summary"] and on_disk["torch"] and on_disk["halide"]
+    assert (tmp_path / f"{target}.md").read_text().startswith(f"# OpInfo conformance: `{target}`")
+    assert not doc["missing_ops"], doc["missing_ops"]
+    records = doc["records"]
+    assert len(records) == sum(doc["summary"].values()) >= 80
+    # Every family ran: each subset op has a record.
+    ran = {conformance.op_key(r["op"], r["variant"]) for r in records}
+    assert ran == {conformance.op_key(n, v) for n, v, _ in conformance.CI_SUBSET}
+
+    bad = [r for r in records if r["class"] in MUST_BE_ZERO]
+    errors = [r for r in records if r["class"] == "error"]
+    assert not bad, f"{target}: {len(bad)} mismatch/crash/timeout records:\n{_describe(bad)}"
+    passed = doc["summary"]["pass"]
+    assert passed >= PASS_FLOOR[target], (
+        f"{target}: {passed} pass < floor {PASS_FLOOR[target]}; not passing:\n"
+        + _describe([r for r in records if r["class"] != "pass"])
+    )
+    assert not errors, f"{target}: {len(errors)} compile/run errors:\n{_describe(errors)}"
+
+
+def _record(op: str, cls: str, **extra: object) -> dict:
+    return {"op": op, "variant": "", "dtype": "float32", "direction": "forward", "class": cls, **extra}
+
+
+def test_resume_and_comparison(tmp_path: Path) -> None:
+    """``--resume`` runs only the missing jobs and keeps the rest; ``summary.md`` compares with the anchor."""
+    meta = {"torch": "x", "halide": "y", "command": "test"}
+    conformance.write_json(tmp_path / "cpp.json", "cpp", [_record("exp", "pass"), _record("where", "pass")], meta)
+    conformance.write_json(tmp_path / "host.json", "host", [_record("exp", "mismatch", reason="kept", sample=0)],
+                           meta)
+    doc = conformance.run(_args("--target", "host", "--ops", "^(exp|where)$", "--dtypes", "float32",
+                                "--max-samples", "1", "--no-backward", "--out", str(tmp_path), "--resume"),
+                          env=_env())
+    by_op = {r["op"]: r for r in doc["records"]}
+    assert by_op["exp"]["reason"] == "kept" and by_op["where"]["class"] == "pass", _describe(doc["records"])
+    assert doc["summary"]["mismatch"] == 1 and doc["summary"]["pass"] == 1
+    summary = (tmp_path / "summary.md").read_text()
+    assert "| host | cpp | 2 | 1 | 2 | 0 | 1 | 0 | 0 | 0 | 1 |" in summary, summary
+    assert "| exp | float32 | forward | mismatch | sample 0" in summary, summary
+    report = (tmp_path / "host.md").read_text()
+    assert "| mismatch | 1 | 0 | 1 |" in report and "| exp | float32 | forward | mismatch |" in report, report
