@@ -140,6 +140,9 @@ def enumerate_jobs(target: str, ops: Optional[str] = None, subset: Optional[str]
     return jobs, missing
 
 
+WORKER = ("-m", "halide_xpu.conformance_worker")  # after sys.executable; then the target
+
+
 class Worker:
     """One ``conformance_worker`` subprocess, fed one job at a time."""
 
@@ -147,7 +150,7 @@ class Worker:
         self.log = open(log_path, "wb")
         self.log_path = log_path
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "halide_xpu.conformance_worker", target], stdin=subprocess.PIPE,
+            [sys.executable, *WORKER, target], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=self.log, env=env, start_new_session=True,
         )
         self.buffer = b""

@@ -244,7 +244,18 @@ class HalideXpuKernel(HalideKernel):
             device_index=max(device.index or 0, 0),
             device_type=device.type,
             fast_math=self.fast_math(),
+            snapshots=self._snapshots(args),
         )
+
+    def _snapshots(self, args: list[ArgSpec]) -> tuple[str, ...]:
+        """Inputs that are also outputs (a mutation: an optimizer's in-place update) in a kernel of several
+        outputs. Each output is its own loop, so a later loop would read what an earlier one already overwrote:
+        such inputs are copied first (schedule.apply)."""
+        outputs = [a for a in args if a.kind == "out"]
+        if len(outputs) < 2:
+            return ()
+        written = {b for b, n in self.args.output_buffers.items() if isinstance(n, str)}
+        return tuple(n for b, n in self.args.input_buffers.items() if b in written)
 
     # ---------------------------------------------------------------- source
     def codegen_kernel(self, name: Optional[str] = None) -> str:

@@ -90,6 +90,7 @@ class KernelMeta:
     device_index: int = 0
     device_type: str = "cpu"  # torch device type of the tensors: cpu | cuda | xpu
     fast_math: bool = False  # CUDA: exp on the exp2 unit, approximate fp32 division (config.cuda_fast_math)
+    snapshots: tuple[str, ...] = ()  # inputs that an output overwrites while other output loops still read them
 
     @property
     def takes_stream(self) -> bool:

@@ -97,3 +97,53 @@ def test_resume_and_comparison(tmp_path: Path) -> None:
     assert "| exp | float32 | forward | mismatch | sample 0" in summary, summary
     report = (tmp_path / "host.md").read_text()
     assert "| mismatch | 1 | 0 | 1 |" in report and "| exp | float32 | forward | mismatch |" in report, report
+
+
+FAKE_WORKER = r"""
+import json, os, signal, sys, time
+print(json.dumps({"event": "ready"}), flush=True)
+for line in sys.stdin:
+    job = json.loads(line)
+    if job["op"] == "segv":
+        print("about to crash", file=sys.stderr, flush=True)
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if job["op"] == "hang":
+        time.sleep(60)
+    print(json.dumps({"event": "result", "job": job, "record": {"cls": "pass", "seconds": 0}}), flush=True)
+"""
+
+
+def test_crash_and_timeout_cost_one_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker that dies or hangs is replaced; the job it ran is recorded as crash/timeout, the rest run."""
+    script = tmp_path / "fake_worker.py"
+    script.write_text(FAKE_WORKER)
+    monkeypatch.setattr(conformance, "WORKER", (str(script),))
+    jobs = [{"op": op, "variant": "", "dtype": "float32", "direction": "forward", "max_samples": 1}
+            for op in ("a", "segv", "b", "hang", "c")]
+    records = conformance.run_jobs("host", jobs, timeout_s=3, log_dir=tmp_path, progress=False)
+    got = {r["op"]: r for r in records}
+    assert [r["op"] for r in records] == ["a", "segv", "b", "hang", "c"]
+    assert {op: r["class"] for op, r in got.items()} == {
+        "a": "pass", "segv": "crash", "b": "pass", "hang": "timeout", "c": "pass"}
+    assert got["segv"]["reason"] == "worker died: SIGSEGV" and "about to crash" in got["segv"]["log_tail"]
+
+
+def test_compare_tolerances() -> None:
+    import torch
+
+    from halide_xpu.conformance_worker import Mismatch, compare
+
+    x = torch.linspace(-3, 3, 50)
+    compare((x + 1e-6, [x.long()]), (x, [x.long()]), "add")  # fp32 default tolerance
+    compare(torch.tensor([float("nan"), 1.0]), torch.tensor([float("nan"), 1.0]), "add")  # NaN == NaN
+    compare(x.exp() * (1 + 5e-5), x.exp(), "exp")  # transcendental: 1e-4
+    compare(x.bfloat16() + 0.01, x.bfloat16(), "add")  # bf16: atol 1e-2, rtol 1.6e-2
+    for actual, expected, name in [
+        (x * (1 + 5e-5), x, "add"),  # fp32 too far for a plain op
+        (x.long() + (x > 2).long(), x.long(), "add"),  # integers exactly
+        (x.double(), x, "add"),  # dtype
+        (x[:-1], x, "add"),  # shape
+        ((x, x), (x,), "add"),  # structure
+    ]:
+        with pytest.raises(Mismatch):
+            compare(actual, expected, name)

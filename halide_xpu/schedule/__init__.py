@@ -5,7 +5,7 @@ import logging
 from typing import Any, Callable
 
 from .. import config
-from ..meta import KernelMeta, LoopVar, ScheduleSpec
+from ..meta import STORAGE_SUFFIX, KernelMeta, LoopVar, ScheduleSpec
 from ..target.targets import DeviceCaps
 from . import pointwise, reduction
 import halide as hl
@@ -74,9 +74,21 @@ def variants(meta: KernelMeta, caps: DeviceCaps) -> list[tuple[str, Variant]]:
     return [*found, ("gpu_safe", _gpu_safe) if caps.gpu else ("none", _none)]
 
 
+def _snapshot_inputs(rec: Recorder, plan: Plan, meta: KernelMeta) -> None:
+    """Inputs an output overwrites (``KernelMeta.snapshots``) are read through a copy made before any output."""
+    for name in meta.snapshots:
+        param = plan.funcs.get(name + STORAGE_SUFFIX, plan.funcs.get(name))
+        if not isinstance(param, hl.ImageParam):
+            continue
+        copy = rec(param, name, "in_")
+        rec(copy, f"{name}_snapshot", "compute_root")
+        pointwise.schedule_output(rec, plan, copy, meta.schedule.with_params(vector=1) if plan.caps.gpu else meta.schedule)
+
+
 def apply(variant: Variant, meta: KernelMeta, funcs: dict[str, Any], caps: DeviceCaps, source: str = "") -> list[str]:
     plan = Plan(meta, funcs, caps, source)
     rec = Recorder(unroll_lanes=plan.unroll_lanes)
+    _snapshot_inputs(rec, plan, meta)
     variant(rec, plan, meta.schedule)
     if caps.gpu:
         separate_local_widths(rec)
