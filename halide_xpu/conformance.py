@@ -175,7 +175,7 @@ class Worker:
         *complete, self.buffer = self.buffer.split(b"\n")
         return [json.loads(line) for line in complete if line.strip()], not chunk
 
-    def log_tail(self, n: int = 600) -> str:
+    def log_tail(self, n: int = 3000) -> str:
         try:
             with open(self.log_path, "rb") as f:
                 f.seek(max(self.log_offset, self.log_path.stat().st_size - n))
@@ -338,10 +338,20 @@ def reason_of(rec: dict[str, Any]) -> str:
         reason = f"sample {rec.get('sample')}, output {rec.get('output')}, max abs diff {rec.get('max_abs_diff')}: " \
                  + reason
     elif rec["class"] in ("crash", "timeout") and rec.get("log_tail"):
-        reason += " — log: " + rec["log_tail"].strip().splitlines()[-1]
+        reason += " — log: " + _telling_line(rec["log_tail"])
     elif rec["class"] == "error" and rec.get("sample") is not None:
         reason = f"sample {rec['sample']}: {reason}"
     return reason
+
+
+def _telling_line(log: str) -> str:
+    """The line of a dead worker's log that says most: the compiler pass, else the innermost Python frame."""
+    lines = [line.strip() for line in log.strip().splitlines() if line.strip()]
+    for pattern in ("Running pass", 'File "', "rror"):
+        hits = [line for line in lines if pattern in line]
+        if hits:
+            return hits[-1] if pattern != 'File "' else hits[0]  # faulthandler prints the innermost frame first
+    return lines[-1] if lines else ""
 
 
 def write_markdown(path: Path, doc: dict[str, Any]) -> None:

@@ -7,6 +7,7 @@ this in a subprocess so a crash or a hang costs one job.
 """
 from __future__ import annotations
 
+import faulthandler
 import json
 import math
 import os
@@ -313,6 +314,7 @@ def serve(target: str, lines: Iterable[str], send: Callable[[dict[str, Any]], No
 def main(argv: Optional[list[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     target = argv[0]
+    faulthandler.enable()  # a crash leaves the Python stack in the log (the parent quotes its tail)
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # stray prints (ours, torch's, native code's) go to the log, not into the protocol
     sys.stdout = sys.stderr

@@ -187,6 +187,16 @@ class HalideXpuKernel(HalideKernel):
             return config.cuda_target
         raise Unsupported(f"device {device.type}")
 
+    def halide_target(self, target: str, device: Any) -> str:
+        """The Halide target string. Device kernels with data-dependent (gather) indices drop Halide's runtime
+        asserts: its input bounds check evaluates such an index on the host, reading a device buffer through a null
+        host pointer (a scalar ``x[target[0]]`` crashed the process on CUDA). The indices are clamped into the
+        buffer in device code either way."""
+        text = targets.halide_target(target, device)
+        if getattr(self, "indirect_indices", False) and target in ("cuda", "sycl") and "no_asserts" not in text:
+            text += "-no_asserts"
+        return text
+
     def fast_math(self) -> bool:
         """Whether this kernel uses the CUDA target's fast math (target/ptx.py)."""
         return self.target_name() == "cuda" and config.cuda_fast_math
@@ -236,7 +246,7 @@ class HalideXpuKernel(HalideKernel):
         return KernelMeta(
             args=tuple(args),
             target=target,
-            halide_target=targets.halide_target(target, device),
+            halide_target=self.halide_target(target, device),
             loop_vars=loop_vars,
             outputs=outputs,
             reductions=tuple(self.reduction_funcs),

@@ -152,7 +152,7 @@ def test_rows_staged_in_local_memory(target: str, case: str) -> None:
 
     fns = {
         "softmax": (lambda x, y: torch.softmax(x, -1), "exp("),  # hl.exp, or hx.cuda_exp (CUDA fast math)
-        "residual_layer_norm": (lambda x, y: F.layer_norm(x + y, (256,)), " + "),
+        "residual_layer_norm": (lambda x, y: F.layer_norm(x + y, (256,)), "add("),  # hx.add: torch's integer rules
         "row_sum": (lambda x, y: x.sum(-1), None),
     }
     fn, staged_op = fns[case]
