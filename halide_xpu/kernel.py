@@ -67,7 +67,7 @@ class HalideXpuKernel(HalideKernel):
         return getattr(self, "_store_over_domain", False) or super().is_indirect_indexing(index)
 
     def reduction(self, dtype, src_dtype, reduction_type, value):  # type: ignore[override]
-        if reduction_type in ("argmax", "argmin") and len(self.reduction_renames) == 1 and not isinstance(value, tuple):
+        if reduction_type in ("argmax", "argmin") and self.reduction_renames and not isinstance(value, tuple):
             result = self._arg_reduction(src_dtype, reduction_type, value)
         else:
             result = super().reduction(dtype, src_dtype, reduction_type, value)
@@ -86,13 +86,19 @@ class HalideXpuKernel(HalideKernel):
         best = super().reduction(src_dtype, src_dtype, "max" if reduction_type == "argmax" else "min", value)
         if best.name not in self.reduction_funcs:
             self.reduction_funcs.append(best.name)
-        (sym, rvar), = self.reduction_renames.items()
-        reduction_vars = {sym}
+        # over several reduction dims (upstream's inline hl.argmax left the result unwritten on GPU targets) the
+        # index is the flattened one, the first dim fastest, as in upstream and torch
+        reduction_vars = set(self.reduction_renames)
         result = self.newfunc([v for v in value.used_dims if v not in reduction_vars])
         if reduction_vars - set(value.used_dims):
             value = self.genfunc(f"{value}", self.sort_used_dims({*value.used_dims, *reduction_vars}), shape=value.shape)
         v = value.subs_str(self.reduction_renames)
-        extent = self.kexpr(self.rename_indexing(self.halide_vars[sym]))
+        terms, scale = [], sympy.S.One
+        for sym, rvar in self.reduction_renames.items():
+            terms.append(f"hl.cast(hl.Int(32), {rvar}) * {self.kexpr(self.rename_indexing(scale))}")
+            scale = scale * self.halide_vars[sym]
+        rvar = " + ".join(terms)
+        extent = self.kexpr(self.rename_indexing(scale))
         match = f"({v} == {best})"
         if src_dtype.is_floating_point:
             match = f"({match} | (hl.is_nan({v}) & hl.is_nan({best})))"
@@ -102,11 +108,14 @@ class HalideXpuKernel(HalideKernel):
         return result
 
     def apply_offset_to_dimension(self, dims, offset):  # type: ignore[override]
-        """Upstream folds a constant offset into a dim's index; grow that dim's extent so bounds checks hold."""
+        """Upstream folds a constant offset into a dim's index; grow that dim's extent so bounds checks hold: to the
+        index's upper bound (``install_dims``) where it is known (a flip reads ``1048575 - h0``: adding the offset to
+        the extent doubled it, and the OpenCL target copied a buffer that large: a crashed process), else by the
+        offset."""
         before = [d.expr for d in dims]
         super().apply_offset_to_dimension(dims, offset)
         for dim, old in zip(dims, before):
-            if dim.expr != old:
+            if dim.expr != old and not self._upper(dim.expr).is_number:
                 dim.size = dim.size + (dim.expr - old)
 
     def install_dims(self, var, dims, offset, is_store):  # type: ignore[override]
@@ -114,11 +123,25 @@ class HalideXpuKernel(HalideKernel):
         increasing indices: ``(h0 + 7) % 10`` (roll, fftshift) peaks before that. Use the index's upper bound."""
         for dim in dims:
             if dim.expr is not None and not isinstance(dim.expr, sympy.Symbol) and dim.expr.free_symbols:
-                ranges = {s: ValueRanges(0, self.sym_size(s) - 1) for s in dim.expr.free_symbols}
-                upper = bound_sympy(dim.expr, ranges).upper
+                upper = self._upper(dim.expr)
                 if upper.is_number and upper.is_finite and V.graph.sizevars.statically_known_gt(upper + 1, dim.size):
                     dim.size = upper + 1
         return super().install_dims(var, dims, offset, is_store)
+
+    def _upper(self, expr: Any) -> Any:
+        """Upper bound of an index expression over the loop ranges (not a number when sizes are symbolic)."""
+        return bound_sympy(expr, self._ranges(expr)).upper
+
+    def _ranges(self, expr: Any) -> dict[Any, ValueRanges]:
+        """Each loop or gather symbol of ``expr`` over [0, its extent); unbounded above when the extent is symbolic."""
+        ranges = {}
+        for s in expr.free_symbols:
+            try:
+                size = sympy.sympify(self.sym_size(s))
+            except (KeyError, AttributeError):
+                continue
+            ranges[s] = ValueRanges(0, size - 1 if size.is_number else sympy.oo)
+        return ranges
 
     def indexing_to_dimensions(self, var, index, is_store):  # type: ignore[override]
         """A masked load's indices are clamped per dimension (``make_index_str``), which is exact only while each
@@ -141,8 +164,7 @@ class HalideXpuKernel(HalideKernel):
                 return alias, view
 
     def _lowest(self, expr: Any) -> Any:
-        ranges = {s: ValueRanges(0, self.sym_size(s) - 1) for s in expr.free_symbols}
-        low = bound_sympy(expr, ranges).lower
+        low = bound_sympy(expr, self._ranges(expr)).lower
         return low if low.is_number else -1
 
     def _storage_size(self, arg: str, flat: Any) -> Any:
@@ -153,8 +175,7 @@ class HalideXpuKernel(HalideKernel):
                     return V.graph.get_buffer(buf).get_layout().storage_size()
                 except (AttributeError, KeyError, NotImplementedError):
                     break
-        ranges = {s: ValueRanges(0, self.sym_size(s) - 1) for s in flat.free_symbols}
-        return bound_sympy(flat, ranges).upper + 1
+        return bound_sympy(flat, self._ranges(flat)).upper + 1
 
     def load(self, name: str, index: Any) -> Any:  # type: ignore[override]
         self._masked_load = bool(self._load_mask)
