@@ -79,12 +79,13 @@ class HalideXpuOverrides(HalideOverrides):
         from torch._inductor.virtualized import V
 
         clamped = super().halide_clamp(value, size, check)
-        end = clamped.rsplit(", ", 1)[1][:-1]
+        end = V.kernel.kexpr(V.kernel.rename_indexing(size) - 1)
         if getattr(V.kernel, "target_name", lambda: "")() != "host":
             V.kernel.indirect_indices = True  # see HalideXpuKernel.halide_target
             return clamped
         if not check:
             return clamped
+        end = f"hl.cast({value.name}.type(), {end})"
         return f"hl.require(({value} >= 0) & ({value} <= {end}), {clamped}, {value}, hl.Expr(-1), {end} + 1)"
 
     @staticmethod

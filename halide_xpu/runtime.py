@@ -146,5 +146,5 @@ def _explain(msg: str) -> str:
     """Halide's message, with checked indirect indices (``hl.require(..., index, -1, size)``, overrides.py) in words."""
     words = msg.split()
     if msg.startswith("Requirement Failed") and len(words) >= 3 and words[-2] == "-1":
-        return f"index {words[-3]} is out of bounds for size {words[-1]} ({msg})"
+        return f"index out of bounds: index {words[-3]} is not in [0, {words[-1]}) ({msg})"
     return msg

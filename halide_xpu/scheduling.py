@@ -49,7 +49,12 @@ class HalideXpuScheduling(HalideScheduling):
 
     def codegen_node(self, node: Any) -> Any:
         try:
-            return super().codegen_node(node)
+            try:
+                return super().codegen_node(node)
+            except KeyError as e:  # a dtype Halide has no type for (complex64): upstream's table raises KeyError
+                if e.args and isinstance(e.args[0], torch.dtype):
+                    raise Unsupported(f"dtype {e.args[0]}") from e
+                raise
         except (Unsupported, NotImplementedError) as e:
             names = tuple(n.get_name() for n in node.get_nodes())
             device = node.get_device()
