@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import datetime
 import json
 import os
@@ -34,9 +35,9 @@ CI_MAX_SAMPLES = 2
 DEFAULT_OUT = "benchmarks/results/conformance"
 
 # The CI subset: every lowering family, the hard members. (name, variant, dtypes or None for CI_DTYPES).
-# Replaced: "__rshift__" (not in op_db) -> bitwise_right_shift; "embedding" -> nn.functional.embedding;
-# "norm" -> linalg.vector_norm; "native_layer_norm" -> nn.functional.layer_norm (same decomposition);
-# constant_pad_nd -> nn.functional.pad.reflect (constant padding is covered by cat/roll-style indexing).
+# Names not in op_db or picked among alternatives: "__rshift__" -> bitwise_right_shift, "embedding" ->
+# nn.functional.embedding, norm -> linalg.vector_norm, native_layer_norm -> nn.functional.layer_norm (the op that
+# decomposes to it), constant_pad_nd -> nn.functional.pad.reflect (reflected indices, the harder one).
 CI_SUBSET: tuple[tuple[str, str, Optional[tuple[str, ...]]], ...] = (
     # pointwise math
     ("exp", "", None), ("log1p", "", None), ("erf", "", None), ("erfc", "", None), ("sigmoid", "", None),
@@ -82,8 +83,9 @@ QUICK_DTYPES = {
     "scatter_add": ("float32", "bfloat16"), "nn.functional.avg_pool2d": ("float32", "bfloat16"),
 }
 QUICK_BACKWARD = {
-    "nn.functional.gelu", "logsumexp", "nn.functional.layer_norm", "nn.functional.cross_entropy",
-    "nn.functional.embedding", "gather", "nn.functional.max_pool2d", "nn.functional.pad.reflect",
+    "abs", "tanh", "nn.functional.gelu", "logsumexp", "softmax", "nn.functional.layer_norm",
+    "nn.functional.batch_norm", "nn.functional.cross_entropy", "nn.functional.embedding", "gather", "index_put",
+    "scatter_reduce.amax", "nn.functional.max_pool2d", "nn.functional.pad.reflect",
 }
 
 
@@ -158,9 +160,10 @@ class Worker:
         self.deadline = 0.0
         self.ready = False
         self.log_offset = 0
+        self.sample: Optional[int] = None  # the sample the job is compiling/running
 
     def send(self, job: dict[str, Any], timeout_s: float) -> None:
-        self.job, self.deadline = job, time.monotonic() + timeout_s
+        self.job, self.deadline, self.sample = job, time.monotonic() + timeout_s, None
         self.log.flush()
         self.log_offset = self.log_path.stat().st_size
         assert self.proc.stdin is not None
@@ -175,27 +178,25 @@ class Worker:
         *complete, self.buffer = self.buffer.split(b"\n")
         return [json.loads(line) for line in complete if line.strip()], not chunk
 
-    def log_tail(self, n: int = 3000) -> str:
+    def log_tail(self, n: int = 4000) -> str:
+        """What the worker logged since the job started (faulthandler's module list dropped)."""
         try:
             with open(self.log_path, "rb") as f:
-                f.seek(max(self.log_offset, self.log_path.stat().st_size - n))
-                return f.read().decode(errors="replace").strip()[-n:]
+                f.seek(self.log_offset)
+                text = f.read().decode(errors="replace")
         except OSError:
             return ""
+        lines = [line for line in text.splitlines() if not line.startswith("Extension modules:")]
+        text = "\n".join(lines).strip()
+        return text if len(text) <= n else text[: n // 2] + "\n…\n" + text[-n // 2:]
 
     def kill(self) -> Optional[int]:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)  # our worker's own session: it and its compile pool
-            except ProcessLookupError:
-                pass
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)  # the worker's own session: it and its compile pool
         rc = self.proc.wait()
-        for stream in (self.proc.stdin, self.proc.stdout):
-            try:
-                stream and stream.close()
-            except OSError:
-                pass
-        self.log.close()
+        for stream in (self.proc.stdin, self.proc.stdout, self.log):
+            with contextlib.suppress(OSError):
+                stream.close()  # type: ignore[union-attr]
         return rc
 
 
@@ -268,6 +269,8 @@ def run_jobs(target: str, jobs: list[dict[str, Any]], *, workers: int = 1, timeo
                     if msg["event"] == "ready":
                         w.ready = True
                         dispatch(w)
+                    elif msg["event"] == "sample":
+                        w.sample = msg["index"]
                     elif msg["event"] == "result":
                         emit(msg["job"], msg["record"])
                         dispatch(w)
@@ -279,7 +282,7 @@ def run_jobs(target: str, jobs: list[dict[str, Any]], *, workers: int = 1, timeo
                         raise RuntimeError(f"conformance worker for {target} died at start ({_death(rc)}); "
                                            f"see {w.log_path}")
                     if job is not None:
-                        emit(job, {"cls": "crash", "reason": f"worker died: {_death(rc)}",
+                        emit(job, {"cls": "crash", "reason": f"worker died: {_death(rc)}", "sample": w.sample,
                                    "log_tail": w.log_tail()})
                     if pending:
                         spawn()
@@ -291,7 +294,7 @@ def run_jobs(target: str, jobs: list[dict[str, Any]], *, workers: int = 1, timeo
                     retire(w)
                     if not w.ready:
                         raise RuntimeError(f"conformance worker for {target} did not start in {startup_s:.0f} s")
-                    emit(job, {"cls": "timeout", "reason": f"no result in {timeout_s:.0f} s",
+                    emit(job, {"cls": "timeout", "reason": f"no result in {timeout_s:.0f} s", "sample": w.sample,
                                "log_tail": w.log_tail()})
                     if pending:
                         spawn()
@@ -300,9 +303,6 @@ def run_jobs(target: str, jobs: list[dict[str, Any]], *, workers: int = 1, timeo
             retire(w)
         bar.close()
     return records
-
-
-# ----------------------------------------------------------------------------------------------------- reports
 
 
 def summary_counts(records: list[dict[str, Any]]) -> dict[str, int]:
@@ -316,7 +316,16 @@ def _versions() -> dict[str, str]:
     import halide_xpu
     from halide_xpu.cache import halide_version
 
-    return {"torch": torch.__version__, "halide": halide_version(), "halide_xpu": halide_xpu.__version__}
+    try:  # the commit the run tested, "+dirty" with local changes
+        root = Path(__file__).resolve().parent.parent
+        git = lambda *a: subprocess.run(["git", *a], cwd=root, capture_output=True, text=True, timeout=10)  # noqa
+        commit = git("rev-parse", "--short", "HEAD").stdout.strip()
+        dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
+        commit = (commit + ("+dirty" if dirty else "")) or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        commit = "unknown"
+    return {"torch": torch.__version__, "halide": halide_version(), "halide_xpu": halide_xpu.__version__,
+            "commit": commit}
 
 
 def write_json(path: Path, target: str, records: list[dict[str, Any]], meta: dict[str, Any]) -> None:
@@ -337,34 +346,40 @@ def reason_of(rec: dict[str, Any]) -> str:
     if rec["class"] == "mismatch":
         reason = f"sample {rec.get('sample')}, output {rec.get('output')}, max abs diff {rec.get('max_abs_diff')}: " \
                  + reason
-    elif rec["class"] in ("crash", "timeout") and rec.get("log_tail"):
-        reason += " — log: " + _telling_line(rec["log_tail"])
+    elif rec["class"] in ("crash", "timeout"):
+        reason = f"sample {rec.get('sample')}: {reason}"
+        if rec.get("log_tail"):
+            reason += " — log: " + _telling_line(rec["log_tail"])
     elif rec["class"] == "error" and rec.get("sample") is not None:
         reason = f"sample {rec['sample']}: {reason}"
     return reason
 
 
 def _telling_line(log: str) -> str:
-    """The line of a dead worker's log that says most: the compiler pass, else the innermost Python frame."""
+    """The line of a dead worker's log that says most: the compiler pass it died in, else the innermost
+    Python frame of the crashing thread (faulthandler), else an error line."""
     lines = [line.strip() for line in log.strip().splitlines() if line.strip()]
-    for pattern in ("Running pass", 'File "', "rror"):
-        hits = [line for line in lines if pattern in line]
-        if hits:
-            return hits[-1] if pattern != 'File "' else hits[0]  # faulthandler prints the innermost frame first
-    return lines[-1] if lines else ""
+    passes = [line for line in lines if "Running pass" in line]
+    if passes:
+        return passes[-1]
+    current = [i for i, line in enumerate(lines) if line.startswith("Current thread")]
+    frames = [line for line in lines[current[-1] + 1:] if line.startswith('File "')] if current else []
+    if frames:
+        return frames[0]
+    errors = [line for line in lines if "rror" in line]
+    return (errors or lines or [""])[-1]
 
 
 def write_markdown(path: Path, doc: dict[str, Any]) -> None:
     recs = doc["records"]
     lines = [f"# OpInfo conformance: `{doc['target']}`", "",
              f"{doc.get('date', '')} · torch {doc.get('torch')} · halide {doc.get('halide')} · "
-             f"halide_xpu {doc.get('halide_xpu')} · {doc.get('wall_s', '?')} s", "",
+             f"halide_xpu {doc.get('halide_xpu')} @ {doc.get('commit', '?')} · {doc.get('wall_s', '?')} s", "",
              f"`{doc.get('command', '')}`", "",
              "| class | forward | backward | total |", "|---|---:|---:|---:|"]
-    for cls in CLASSES:
-        fwd = sum(1 for r in recs if r["class"] == cls and r["direction"] == "forward")
-        bwd = sum(1 for r in recs if r["class"] == cls and r["direction"] == "backward")
-        lines.append(f"| {cls} | {fwd} | {bwd} | {fwd + bwd} |")
+    n = collections.Counter((r["class"], r["direction"]) for r in recs)
+    lines += [f"| {c} | {n[c, 'forward']} | {n[c, 'backward']} | {n[c, 'forward'] + n[c, 'backward']} |"
+              for c in CLASSES]
     lines.append(f"| **all** | {sum(r['direction'] == 'forward' for r in recs)} | "
                  f"{sum(r['direction'] == 'backward' for r in recs)} | {len(recs)} |")
     if doc.get("missing_ops"):
@@ -382,11 +397,7 @@ def write_markdown(path: Path, doc: dict[str, Any]) -> None:
 
 def write_comparison(out: Path) -> Optional[Path]:
     """``summary.md``: each halide-xpu target whose anchor's JSON is in ``out``, against that anchor."""
-    docs = {}
-    for t in TARGETS:
-        p = out / f"{t}.json"
-        if p.exists():
-            docs[t] = json.loads(p.read_text())
+    docs = {t: json.loads((out / f"{t}.json").read_text()) for t in TARGETS if (out / f"{t}.json").exists()}
     pairs = [(t, ANCHORS[t]) for t in TARGETS if t in ANCHORS and t in docs and ANCHORS[t] in docs]
     if not pairs:
         return None
@@ -412,9 +423,6 @@ def write_comparison(out: Path) -> Optional[Path]:
     path = out / "summary.md"
     path.write_text("\n".join(lines + details) + "\n")
     return path
-
-
-# ----------------------------------------------------------------------------------------------------- command
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

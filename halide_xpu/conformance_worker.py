@@ -191,7 +191,8 @@ def _differentiable(tree: Any) -> list[Any]:
     return [t for t in tree_leaves(tree) if isinstance(t, torch.Tensor) and t.requires_grad]
 
 
-def run_job(job: dict[str, Any], ops: dict[tuple[str, str], Any], device: str, target: str) -> dict[str, Any]:
+def run_job(job: dict[str, Any], ops: dict[tuple[str, str], Any], device: str, target: str,
+            send: Callable[[dict[str, Any]], None] = lambda msg: None) -> dict[str, Any]:
     import torch
 
     import halide_xpu
@@ -239,6 +240,7 @@ def run_job(job: dict[str, Any], ops: dict[tuple[str, str], Any], device: str, t
             eager_failure = eager_failure or f"{type(e).__name__}: {_first_lines(str(e), 1)}"
             continue
         record["samples"] += 1
+        send({"event": "sample", "index": index})  # a crash from here on is this sample's
         try:
             torch.manual_seed(seed + index)
             actual = compiled(*args, **kwargs)
@@ -256,7 +258,7 @@ def run_job(job: dict[str, Any], ops: dict[tuple[str, str], Any], device: str, t
                 continue
             diff = m.max_abs_diff
             record.update(cls="mismatch", sample=index, output=m.output,
-                          max_abs_diff=diff if math.isfinite(diff) else str(diff), reason=str(m),
+                          max_abs_diff=diff if math.isfinite(diff) else str(diff), reason=str(m)[:400],
                           sample_desc=_first_lines(repr(sample), 1)[:300])
             return _finish(record, target)
     if record["samples"] == 0:
@@ -303,7 +305,7 @@ def serve(target: str, lines: Iterable[str], send: Callable[[dict[str, Any]], No
         start = time.perf_counter()
         try:
             with _scope(target):
-                record = run_job(job, ops, device, target)
+                record = run_job(job, ops, device, target, send)
         except Exception as e:  # the harness itself failed (sample generation, ...): one error, not a dead worker
             record = {"cls": "error", "exc": type(e).__name__, "reason": f"harness: {type(e).__name__}: "
                       f"{_first_lines(str(e), 1)}", "traceback": traceback.format_exc(limit=-6)[-3000:]}

@@ -147,7 +147,7 @@ def _gpu_full(rec: Recorder, plan: Plan, o: hl.Func, spec: ScheduleSpec) -> None
     work-item ``t`` of group ``b``, loads unrolled into register partials), then each group folds its ``wg``
     partials in local memory to one value, stored once. Kernel 2 (one work-group): ``fold`` work-items each add
     ``blocks / fold`` group results, one work-item adds those and writes the output."""
-    wg = spec.get("wg_full", 512)
+    wg_full = spec.get("wg_full", 512)
     width = spec.get("fold_full", 32)
     scalar = not o.args()
     blk = hl.Var(f"{o.name()}_blk")
@@ -156,6 +156,9 @@ def _gpu_full(rec: Recorder, plan: Plan, o: hl.Func, spec: ScheduleSpec) -> None
         rec(o, o.name(), "gpu_blocks", blk)
     for f in plan.reductions():
         ext = reduction_extent(plan, f)
+        # short reductions still get a work-group (down to a sub-group): a single work-item's serial loop over a
+        # local accumulator crashed Intel's OpenCL CPU compiler (its vectorizer, on the sum of a 400-element loss)
+        wg = wg_full if ext is None else max(plan.min_wg, min(wg_full, pow2_floor(max(ext // 4, 1))))
         unroll = spec.get("unroll_full", 4)
         vec = spec.get("vector_full", 4) if plan.gpu_vectors else 1
         target = plan.caps.parallelism * spec.get("blocks_per_cu", 1)
@@ -166,9 +169,6 @@ def _gpu_full(rec: Recorder, plan: Plan, o: hl.Func, spec: ScheduleSpec) -> None
         name, lbl = f.name(), f"{f.name()}.update()"
         if scalar:
             rec(f, name, "compute_at", o, blk)
-            # a per-work-group scalar lives in a register of the work-item that combines: Halide 21 packs block-level
-            # scalars of mixed widths (an int64 count beside float sums) into one local allocation sized too small
-            rec(f, name, "store_in", hl.MemoryType.Register)
         else:
             rec(f, name, "compute_root")
         if f.has_update_definition() and len(f.rvars(0)) == 1 and (ext is None or ext >= 4 * wg):
