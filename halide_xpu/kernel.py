@@ -27,9 +27,14 @@ log = logging.getLogger(__name__)
 _BF16_STORE = re.compile(r"^(\s*out_ptr\d+\[[^=]*\] = )hl\.cast\(hl\.BFloat\(16\), ")
 
 
+_BF16_ACCUMULATE = re.compile(r"^(\s*)(out_ptr\d+)(\[[^=]*\]) \+= hl\.cast\(hl\.BFloat\(16\), (.*)\)$")
+
+
 def _bf16_as_bits(line: str) -> str:
-    """Rewrite bfloat16 casts for device targets: stores produce bits, other casts round in fp32 (on CUDA with
-    the hardware conversion, halide_helpers.bf16_round)."""
+    """Rewrite bfloat16 casts for device targets: stores produce bits, accumulating stores add in fp32 to the
+    element's value and store bits, other casts round in fp32 (on CUDA with the hardware conversion,
+    halide_helpers.bf16_round)."""
+    line = _BF16_ACCUMULATE.sub(r"\1\2\3 = hx.bf16_bits(hx.bf16_to_f32(\2\3) + \4)", line)
     line = _BF16_STORE.sub(r"\1hx.bf16_bits(", line)
     return line.replace("hl.cast(hl.BFloat(16), ", "hx.bf16_round(")
 
