@@ -120,7 +120,8 @@ class HalideXpuKernel(HalideKernel):
         before = [d.expr for d in dims]
         super().apply_offset_to_dimension(dims, offset)
         for dim, old in zip(dims, before):
-            if dim.expr != old and not self._upper(dim.expr).is_number:
+            upper = self._upper(dim.expr) if dim.expr != old else None
+            if upper is not None and not (upper.is_number and upper.is_finite):
                 dim.size = dim.size + (dim.expr - old)
 
     def install_dims(self, var, dims, offset, is_store):  # type: ignore[override]
