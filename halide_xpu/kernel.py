@@ -13,6 +13,7 @@ from torch._inductor.codegen.common import DeferredLine, SizeArg
 from torch._inductor.codegen.halide import DimensionInfo, HalideCSEVariable, HalideKernel, Unsupported, halide_type
 from torch._inductor.utils import IndentedBuffer
 from torch._inductor.virtualized import V
+from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
 
 from . import config, stats
@@ -136,7 +137,10 @@ class HalideXpuKernel(HalideKernel):
 
     def _upper(self, expr: Any) -> Any:
         """Upper bound of an index expression over the loop ranges (not a number when sizes are symbolic)."""
-        return bound_sympy(expr, self._ranges(expr)).upper
+        try:
+            return bound_sympy(expr, self._ranges(expr)).upper
+        except (RuntimeError, AssertionError, TypeError):  # sympy/ValueRanges give up on some symbolic forms
+            return sympy.oo
 
     def _ranges(self, expr: Any) -> dict[Any, ValueRanges]:
         """Each loop or gather symbol of ``expr`` over [0, its extent); unbounded above when the extent is symbolic."""
@@ -146,7 +150,7 @@ class HalideXpuKernel(HalideKernel):
                 size = sympy.sympify(self.sym_size(s))
             except (KeyError, AttributeError):
                 continue
-            ranges[s] = ValueRanges(0, size - 1 if size.is_number else sympy.oo)
+            ranges[s] = ValueRanges(0, size - 1 if size.is_number else int_oo)
         return ranges
 
     def indexing_to_dimensions(self, var, index, is_store):  # type: ignore[override]
@@ -161,7 +165,10 @@ class HalideXpuKernel(HalideKernel):
             return var, dims
         base = var.split("_view")[0]
         flat = sympy.expand(self.buffer_offsets[var] + sum(d.expr * d.stride for d in dims))
-        view = [DimensionInfo(flat, self._storage_size(base, flat), 1)]
+        size = self._storage_size(base, flat)
+        if size.has(int_oo, sympy.oo):  # no known bound on the buffer (symbolic): keep the dimensions
+            return var, dims
+        view = [DimensionInfo(flat, size, 1)]
         for i in itertools.count():
             alias = f"{base}_flat{i}"
             if self.install_dims(alias, view, 0, False):
@@ -170,7 +177,10 @@ class HalideXpuKernel(HalideKernel):
                 return alias, view
 
     def _lowest(self, expr: Any) -> Any:
-        low = bound_sympy(expr, self._ranges(expr)).lower
+        try:
+            low = bound_sympy(expr, self._ranges(expr)).lower
+        except (RuntimeError, AssertionError, TypeError):
+            return -1
         return low if low.is_number else -1
 
     def _storage_size(self, arg: str, flat: Any) -> Any:
@@ -178,10 +188,10 @@ class HalideXpuKernel(HalideKernel):
         for buf, name in self.args.input_buffers.items():
             if name == arg:
                 try:
-                    return V.graph.get_buffer(buf).get_layout().storage_size()
+                    return sympy.sympify(V.graph.get_buffer(buf).get_layout().storage_size())
                 except (AttributeError, KeyError, NotImplementedError):
                     break
-        return bound_sympy(flat, self._ranges(flat)).upper + 1
+        return sympy.sympify(self._upper(flat)) + 1
 
     def load(self, name: str, index: Any) -> Any:  # type: ignore[override]
         self._masked_load = bool(self._load_mask)
