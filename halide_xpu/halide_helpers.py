@@ -179,29 +179,30 @@ def neg(a: object) -> hl.Expr:
     return _wrapping("sub", hl.cast(a.type(), 0), a) if _is_int(a) else -a
 
 
-def floordiv(a: object, b: object) -> hl.Expr:
-    """Python/torch floor division. Integers: Halide's Euclidean quotient, one less where ``b < 0`` leaves a
-    remainder (integer division by zero gives 0, as Halide defines it); floats: ``floor(a / b)``."""
+def _divide(a: object, b: object, rounding: str) -> hl.Expr:
+    """Division rounding like Python's ``//`` (``floor``) or C's ``/`` (``trunc``). Integers exactly, from Halide's
+    Euclidean quotient and its remainder (>= 0); integer division by zero gives 0, as Halide defines it."""
     a, b = _unify(a, b)
     if not _is_int(a):
-        return hl.floor(a / b)
+        return getattr(hl, rounding)(a / b)
     q = a / b
     if a.type().is_uint():
         return q
     r = _wrapping("sub", a, _wrapping("mul", q, b))
-    return hl.select((b < 0) & (r != 0), q - 1, q)
+    if rounding == "floor":  # one less where a negative divisor leaves a remainder
+        return hl.select((b < 0) & (r != 0), q - 1, q)
+    # toward zero: one step back toward zero where a negative dividend leaves a remainder
+    return hl.select((a < 0) & (r != 0), q + hl.select(b < 0, hl.cast(q.type(), -1), hl.cast(q.type(), 1)), q)
+
+
+def floordiv(a: object, b: object) -> hl.Expr:
+    """Python/torch floor division (floats: ``floor(a / b)``)."""
+    return _divide(a, b, "floor")
 
 
 def truncdiv(a: object, b: object) -> hl.Expr:
-    """C division (rounds toward zero). Integers exactly, by 0 gives 0; floats ``trunc(a / b)``."""
-    a, b = _unify(a, b)
-    if not _is_int(a):
-        return hl.trunc(a / b)
-    q = a / b
-    if a.type().is_uint():
-        return q
-    r = _wrapping("sub", a, _wrapping("mul", q, b))  # Euclidean remainder, >= 0
-    return hl.select((a < 0) & (r != 0), q + hl.select(b < 0, hl.cast(q.type(), -1), hl.cast(q.type(), 1)), q)
+    """C division, rounding toward zero (floats: ``trunc(a / b)``)."""
+    return _divide(a, b, "trunc")
 
 
 def mod(a: object, b: object) -> hl.Expr:
