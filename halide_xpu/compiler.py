@@ -15,6 +15,7 @@ from . import cache, schedule, stats
 from . import halide_helpers as hx
 from .meta import DTYPES, STORAGE_SUFFIX, ArgSpec, KernelMeta
 from .runtime import KernelLauncher
+from .schedule.common import LOCAL_SLACK
 from .target import ptx, targets
 from .target.targets import DeviceCaps
 
@@ -76,7 +77,6 @@ static inline void hx_buffer(halide_buffer_t *b, halide_dimension_t *dims, int n
 # (FuseGPUThreadLoops: each group's offset is padded to the widest type, the total is not; an int64 count beside
 # float32 sums ran past the end: wrong values, and a crashed process on Intel's OpenCL CPU device). Offsets are
 # right, so launches get room for the padding: the kernel object's launch call is renamed to these wrappers.
-LOCAL_SLACK = 256  # bytes: up to 32 groups of 8-byte padding; schedules budget local memory less this
 LAUNCH_RENAMES = {"opencl": "halide_opencl_run", "cuda": "halide_cuda_run"}
 
 LAUNCH_WRAPPER = """\

@@ -41,8 +41,8 @@ def _int_semantics(name: str, plain: str) -> Any:
 
 
 class HalideXpuOverrides(HalideOverrides):
-    """Upstream lowers ``exp`` to ``hl.fast_exp`` (garbage outside its range, ~5 ulp inside); we keep ``hl.exp``, or
-    on CUDA with fast math the hardware exp2 (``halide_helpers.cuda_exp``)."""
+    """Upstream lowers ``exp`` to ``hl.fast_exp`` (garbage outside its range, ~5 ulp inside); we use ``hx.exp`` (Halide's
+    exp, argument clamped), or on CUDA with fast math the hardware exp2 (``halide_helpers.cuda_exp``)."""
 
     add = _int_semantics("add", "{} + {}")
     sub = _int_semantics("sub", "{} - {}")

@@ -20,6 +20,9 @@ _REF = re.compile(r"\b(tmp\d+)\[")
 _FAST_TRANSCENDENTAL = re.compile(r"\bhx\.cuda_exp\(")
 _TO_HALF = re.compile(r"\bhl\.cast\(hl\.Float\(16\)")
 _LOAD = re.compile(r"\b(in_ptr\d+)\[([^,\]]+)[,\]]")
+# Bytes every GPU launch adds to a work-group's local memory for Halide 21's uncounted padding (compiler.py's launch
+# wrappers; native/usm_device.cpp's hx_local_bytes adds the same); schedules budget local memory less this
+LOCAL_SLACK = 256
 GUARD = hl.TailStrategy.GuardWithIf
 SHIFT = hl.TailStrategy.ShiftInwards
 
@@ -287,8 +290,7 @@ def separate_local_widths(rec: Recorder) -> None:
     without counting it; slots reused across types sized with truncating division). An int64 count beside
     float32 sums gave garbage, or a crashed process on Intel's OpenCL CPU device. With mixed widths, only the
     4-byte Funcs stay in local memory; the others go to per-launch global scratch (``MemoryType.Heap``)."""
-    stored = {name: f for name, (f, at) in rec.computed_at.items()
-              if at in rec.block_vars and ("store_in", (hl.MemoryType.Register,)) not in rec.history.get(name, [])}
+    stored = {name: f for name, (f, at) in rec.computed_at.items() if at in rec.block_vars}
     widths = {name: {t.bytes() for t in f.types()} for name, f in stored.items()}
     if len(set().union(*widths.values()) if widths else set()) <= 1:
         return

@@ -8,7 +8,7 @@ import halide as hl
 
 from ..meta import ScheduleSpec
 from . import pointwise
-from .common import GUARD, Plan, Recorder, fuse_all, inner_reduction, pow2_floor, primary_output, reduction_extent
+from .common import GUARD, LOCAL_SLACK, Plan, Recorder, fuse_all, inner_reduction, pow2_floor, primary_output, reduction_extent
 
 
 def gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
@@ -108,7 +108,7 @@ def _resident_rows(plan: Plan, spec: ScheduleSpec, wg: int) -> list[hl.Func]:
     """``Plan.row_resident`` within the device's local memory, less the partials of ``wg`` work-items."""
     if not spec.get("stage", 1) or not plan.caps.local_mem:
         return []
-    budget = plan.caps.local_mem - 8 * wg * max(1, len(plan.reductions())) - 512  # 512: launch slack (compiler.py)
+    budget = plan.caps.local_mem - 8 * wg * max(1, len(plan.reductions())) - LOCAL_SLACK - 64  # 64: launch rounding
     return plan.row_resident(budget, lambda f: _row_bytes(plan, f), spec.get("exp_cost", 6), spec.get("fast_exp_cost", 2))
 
 
