@@ -68,6 +68,10 @@ CI_SUBSET: tuple[tuple[str, str, Optional[tuple[str, ...]]], ...] = (
     ("nn.functional.interpolate", "bilinear", None), ("cumsum", "", None),
     # fused pointwise with several inputs
     ("masked_fill", "", None), ("addcmul", "", None), ("lerp", "", None),
+    # found by the full sweep: 0-d loads at offsets (unbind), an in-place update of a slice in a backward graph
+    # (householder), scalar loads past a 1-element dimension (chunked linear cross entropy)
+    ("unbind_copy", "", ("float32",)), ("linalg.householder_product", "", ("float32",)),
+    ("nn.functional.linear_cross_entropy", "chunked_none", ("float32",)),
 )
 # ``--subset quick`` (the test suite's run, ~1/3 of ``ci``): the same ops, one sample, float32 forward for all,
 # plus the integer/bool, bf16 and backward jobs below (one or more per family).
@@ -85,7 +89,8 @@ QUICK_DTYPES = {
 QUICK_BACKWARD = {
     "abs", "tanh", "nn.functional.gelu", "logsumexp", "softmax", "nn.functional.layer_norm",
     "nn.functional.batch_norm", "nn.functional.cross_entropy", "nn.functional.embedding", "gather", "index_put",
-    "scatter_reduce.amax", "nn.functional.max_pool2d", "nn.functional.pad.reflect",
+    "scatter_reduce.amax", "nn.functional.max_pool2d", "nn.functional.pad.reflect", "linalg.householder_product",
+    "nn.functional.linear_cross_entropy.chunked_none",
 }
 
 

@@ -12,6 +12,7 @@ import torch
 from torch._inductor.codegen.common import DeferredLine, SizeArg
 from torch._inductor.codegen.halide import DimensionInfo, HalideCSEVariable, HalideKernel, Unsupported, halide_type
 from torch._inductor.utils import IndentedBuffer
+from torch.utils._ordered_set import OrderedSet
 from torch._inductor.virtualized import V
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
@@ -121,15 +122,19 @@ class HalideXpuKernel(HalideKernel):
         before = [d.expr for d in dims]
         super().apply_offset_to_dimension(dims, offset)
         for dim, old in zip(dims, before):
-            upper = self._upper(dim.expr) if dim.expr != old else None
-            if upper is not None and not (upper.is_number and upper.is_finite):
+            if dim.expr == old:
+                continue
+            upper = self._upper(dim.expr)
+            if not (upper.is_number and upper.is_finite):
                 dim.size = dim.size + (dim.expr - old)
+            elif V.graph.sizevars.statically_known_gt(upper + 1, dim.size):  # a scalar at offset 3: x[3] of 1
+                dim.size = upper + 1
 
     def install_dims(self, var, dims, offset, is_store):  # type: ignore[override]
         """Upstream sizes a dimension by its index at the loop's last iteration, which is the largest only for
         increasing indices: ``(h0 + 7) % 10`` (roll, fftshift) peaks before that. Use the index's upper bound."""
         for dim in dims:
-            if dim.expr is not None and not isinstance(dim.expr, sympy.Symbol) and dim.expr.free_symbols:
+            if dim.expr is not None and not isinstance(dim.expr, sympy.Symbol):
                 upper = self._upper(dim.expr)
                 if upper.is_number and upper.is_finite and V.graph.sizevars.statically_known_gt(upper + 1, dim.size):
                     dim.size = upper + 1
@@ -194,15 +199,32 @@ class HalideXpuKernel(HalideKernel):
         return sympy.sympify(self._upper(flat)) + 1
 
     def load(self, name: str, index: Any) -> Any:  # type: ignore[override]
-        self._masked_load = bool(self._load_mask)
-        try:
+        """A masked load is a select over the load with clamped indices: always in bounds, so it needs no guard.
+        Upstream guards it with a one-point RDom (``f = other; f = load + mask``): a Func with an update cannot be
+        inlined, runs unscheduled at its consumer's innermost loop, and meets a Halide 21 bounds bug there: inside a
+        GuardWithIf-split reduction that is rfactored, the guard simplifies the clamp away while the bounds use
+        the unguarded loop (ViT's LayerNorm over 192 read ``in_ptr0`` at 255 on CUDA). A select also keeps -0.0."""
+        if not self._load_mask:
             return super().load(name, index)
+        self._masked_load = True
+        try:
+            var, dims = self.indexing_to_dimensions(self.args.input(name), self.prepare_indexing(index), False)
         finally:
             self._masked_load = False
+        line = f"{var}[{self.make_index_str(dims, masked=True)}]"
+        dtype = V.graph.get_dtype(name)
+        if dtype in (torch.float16, torch.bfloat16):
+            dtype = torch.float32
+            line = f"hl.cast(hl.Float(32), {line})"
+        used = OrderedSet((*self.used_dims_from_index(self.prepare_indexing(index)), *self._load_mask.used_dims))
+        result = self.newfunc(self.sort_used_dims(used))
+        other = self.kexpr(self._load_other or 0)  # type: ignore[arg-type]
+        self.body.writeline(f"{result} = hl.select({self._load_mask}, {line}, hl.cast({halide_type(dtype)}, {other}))")
+        return result
 
-    def make_index_str(self, dims, replacements=None, zero_vars=False):  # type: ignore[override]
+    def make_index_str(self, dims, replacements=None, zero_vars=False, masked=False):  # type: ignore[override]
         """Masked loads clamp their indices: Halide's bounds inference does not see the mask (pad/cat)."""
-        if not getattr(self, "_masked_load", False) or not dims:
+        if not masked or not dims:
             return super().make_index_str(dims, replacements, zero_vars)
         parts = [
             f"hl.clamp({d.index_str(replacements, zero_vars)}, 0, {self.kexpr(self.rename_indexing(d.size - 1))})"
@@ -292,17 +314,21 @@ class HalideXpuKernel(HalideKernel):
             device_type=device.type,
             fast_math=self.fast_math(),
             snapshots=self._snapshots(args),
+            inplace=self._inplace(),
         )
+
+    def _inplace(self) -> tuple[str, ...]:
+        """Inputs whose buffer an output writes. A schedule that computes a point twice (ShiftInwards tails) would
+        read its own first write there: ``x[1:] -= y`` recomputed 4 of 20 elements (householder_product backward)."""
+        written = {b for b, n in self.args.output_buffers.items() if isinstance(n, str)}
+        return tuple(n for b, n in self.args.input_buffers.items() if b in written)
 
     def _snapshots(self, args: list[ArgSpec]) -> tuple[str, ...]:
         """Inputs that are also outputs (a mutation: an optimizer's in-place update) in a kernel of several
         outputs. Each output is its own loop, so a later loop would read what an earlier one already overwrote:
         such inputs are copied first (schedule.apply)."""
         outputs = [a for a in args if a.kind == "out"]
-        if len(outputs) < 2:
-            return ()
-        written = {b for b, n in self.args.output_buffers.items() if isinstance(n, str)}
-        return tuple(n for b, n in self.args.input_buffers.items() if b in written)
+        return self._inplace() if len(outputs) >= 2 else ()
 
     # ---------------------------------------------------------------- source
     def codegen_kernel(self, name: Optional[str] = None) -> str:

@@ -91,6 +91,7 @@ class KernelMeta:
     device_type: str = "cpu"  # torch device type of the tensors: cpu | cuda | xpu
     fast_math: bool = False  # CUDA: exp on the exp2 unit, approximate fp32 division (config.cuda_fast_math)
     snapshots: tuple[str, ...] = ()  # inputs that an output overwrites while other output loops still read them
+    inplace: tuple[str, ...] = ()  # inputs an output writes (the same buffer): no output point may be computed twice
 
     @property
     def takes_stream(self) -> bool:

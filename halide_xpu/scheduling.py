@@ -93,11 +93,14 @@ class HalideXpuScheduling(HalideScheduling):
 
     def define_kernel(self, src_code: str, node_schedule: Any, kernel: HalideXpuKernel) -> str:
         wrapper = V.graph.wrapper_code
-        if src_code in wrapper.src_to_kernel:
-            return wrapper.src_to_kernel[src_code]
         meta = kernel.xpu_meta()
+        # the metadata is part of the kernel: two kernels of one source can differ in an argument's offset or
+        # layout (unbind's x[0] and x[1] are the same 0-d load at offsets 0 and 1)
+        key = f"{src_code}\n# {meta!r}"
+        if key in wrapper.src_to_kernel:
+            return wrapper.src_to_kernel[key]
         kernel_name = f"halide_xpu_kernel_{wrapper.next_kernel_suffix()}"
-        wrapper.src_to_kernel[src_code] = kernel_name
+        wrapper.src_to_kernel[key] = kernel_name
         wrapper.add_import_once(META_IMPORT)
         wrapper.add_import_once(LOADER_IMPORT)
         body = IndentedBuffer()

@@ -1,6 +1,8 @@
 """Graphs vs eager on every CPU target: elementwise, views, indexing, reductions, norms, dtypes."""
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -57,6 +59,27 @@ def test_noncontiguous_input(target: str) -> None:
 def test_masks_and_padding(target: str) -> None:
     compile_and_check(lambda x: F.pad(x, (2, 3, 1, 0), value=-1.5) * 2, X)
     compile_and_check(lambda x: torch.cat([x, x * 2], dim=1) + 1, X)
+
+
+def test_scalar_loads_at_offsets(target: str) -> None:
+    """Kernels with one source and different argument offsets stay different kernels (unbind's 0-d x[0], x[1]...
+    were merged into one kernel that read x[0] five times)."""
+    code = compile_and_check(lambda x: torch.unbind_copy(x, 0), torch.randn(5))
+    assert len(set(re.findall(r"halide_xpu_kernel_\d+\(", code))) == 5
+    compile_and_check(lambda x: torch.gradient(x)[0], torch.randn(5))
+
+
+@pytest.mark.parametrize("width", [192, 200, 197])
+def test_masked_loads_inside_row_reductions(target: str, width: int) -> None:
+    """Padding / concatenation (masked loads) feeding a row reduction whose work-group split does not divide the
+    row (ViT-tiny's LayerNorm over 192 on CUDA read past an input before masked loads became pure selects)."""
+    x, cls, pos = torch.randn(64, width - 8), torch.randn(1, 1, width), torch.randn(1, 9, width)
+    w, b = torch.randn(width), torch.randn(width)
+    code = compile_and_check(lambda x, w, b: F.layer_norm(F.pad(x, (4, 4)) + 1, (width,), w, b, 1e-6), x, w, b)
+    assert "_mask = hl.RDom" not in code
+    tok = torch.randn(16, 8, width)
+    compile_and_check(lambda c, t, p, w, b: F.layer_norm(torch.cat([c.expand(16, -1, -1), t], 1) + p, (width,), w, b),
+                      cls, tok, pos, w, b, atol=1e-4, rtol=1e-4)
 
 
 def test_indexing_gather(target: str) -> None:

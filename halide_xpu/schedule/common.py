@@ -83,6 +83,12 @@ class Plan:
         self.contiguous_var_names = {v.name for v in meta.loop_vars if v.contiguous}
         self.out_specs = {a.name: a for a in meta.args if a.kind == "out"}
 
+    @property
+    def tail(self) -> hl.TailStrategy:
+        """How output loops end: ShiftInwards (recomputes a few points, no scalar tail) unless an output writes an
+        input's buffer, where a recomputed point would read its own first write."""
+        return GUARD if self.meta.inplace else SHIFT
+
     def shared_transcendentals(self) -> list[hl.Func]:
         """Pure Funcs computing exp/log/… that several other Funcs read: worth storing once per row, not recomputing."""
         defs: dict[str, str] = {}

@@ -42,10 +42,11 @@ def schedule_output(rec: Recorder, plan: Plan, out: hl.Func, spec: ScheduleSpec)
     fused = fuse_all(rec, out, args, label) if len(args) > 1 else args[0]
     if plan.caps.gpu:
         return _gpu(rec, out, label, fused, n, spec if plan.gpu_vectors else spec.with_params(vector=1))
-    return _host(rec, out, label, fused, n, spec, plan.caps.parallelism)
+    return _host(rec, out, label, fused, n, spec, plan.caps.parallelism, plan.tail)
 
 
-def _host(rec: Recorder, out: hl.Func, label: str, x: hl.Var, n: Optional[int], spec: ScheduleSpec, cores: int) -> hl.Var:
+def _host(rec: Recorder, out: hl.Func, label: str, x: hl.Var, n: Optional[int], spec: ScheduleSpec, cores: int,
+          tail: hl.TailStrategy = SHIFT) -> hl.Var:
     vec = spec.get("vector", 8)
     xo, xi = hl.Var(f"{label}_par"), hl.Var(f"{label}_vec")
     if n is None:
@@ -58,11 +59,11 @@ def _host(rec: Recorder, out: hl.Func, label: str, x: hl.Var, n: Optional[int], 
     per_task = -(-n // (cores * spec.get("tasks_per_core", 4)))
     chunk = max(spec.get("min_chunk", 4096), -(-per_task // vec) * vec)
     if n >= 2 * chunk:
-        rec(out, label, "split", x, xo, xi, chunk, SHIFT)
+        rec(out, label, "split", x, xo, xi, chunk, tail)
         rec(out, label, "parallel", xo)
-        rec(out, label, "vectorize", xi, vec, SHIFT)
+        rec(out, label, "vectorize", xi, vec, tail)
         return xo
-    rec(out, label, "vectorize", x, vec, SHIFT)
+    rec(out, label, "vectorize", x, vec, tail)
     return x
 
 

@@ -8,7 +8,7 @@ import halide as hl
 
 from ..meta import ScheduleSpec
 from . import pointwise
-from .common import GUARD, SHIFT, Plan, Recorder, fuse_all, inner_reduction, primary_output, reduction_extent, total
+from .common import GUARD, Plan, Recorder, fuse_all, inner_reduction, primary_output, reduction_extent, total
 from .gpu_reduction import gpu_fused, gpu_row_reduce
 
 
@@ -63,7 +63,7 @@ def _host_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         # outer reduction: vectorize across the contiguous kept dim; not fused with the others, so that the
         # region of the reduction computed per vector stays exact
         xo, lanes = hl.Var(f"{label}_xo"), hl.Var(f"{label}_lanes")
-        rec(o, label, "split", rows[0], xo, lanes, vec, SHIFT)
+        rec(o, label, "split", rows[0], xo, lanes, vec, plan.tail)
         rec(o, label, "vectorize", lanes)
         task_row = _host_parallel(rec, o, label, xo, x0_ext // vec, rows[1:], cores)
         at = xo if rows[1:] else task_row  # one output vector: the reduction's extent along x is exactly ``vec``
@@ -76,7 +76,7 @@ def _host_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     if in_row:
         ext = plan.var_extent(o, in_row[0])
         if ext is not None and ext >= vec:
-            rec(o, label, "vectorize", in_row[0], vec, SHIFT)
+            rec(o, label, "vectorize", in_row[0], vec, plan.tail)
     if at is not None:
         # e.g. softmax's exp(x - max): computed once per row, read by the sum and by the output
         for f in plan.shared_transcendentals():
