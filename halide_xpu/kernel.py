@@ -12,7 +12,6 @@ import torch
 from torch._inductor.codegen.common import DeferredLine, SizeArg
 from torch._inductor.codegen.halide import DimensionInfo, HalideCSEVariable, HalideKernel, Unsupported, halide_type
 from torch._inductor.utils import IndentedBuffer
-from torch.utils._ordered_set import OrderedSet
 from torch._inductor.virtualized import V
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
@@ -199,32 +198,35 @@ class HalideXpuKernel(HalideKernel):
         return sympy.sympify(self._upper(flat)) + 1
 
     def load(self, name: str, index: Any) -> Any:  # type: ignore[override]
-        """A masked load is a select over the load with clamped indices: always in bounds, so it needs no guard.
-        Upstream guards it with a one-point RDom (``f = other; f = load + mask``): a Func with an update cannot be
-        inlined, runs unscheduled at its consumer's innermost loop, and meets a Halide 21 bounds bug there: inside a
-        GuardWithIf-split reduction that is rfactored, the guard simplifies the clamp away while the bounds use
-        the unguarded loop (ViT's LayerNorm over 192 read ``in_ptr0`` at 255 on CUDA). A select also keeps -0.0."""
-        if not self._load_mask:
-            return super().load(name, index)
-        self._masked_load = True
+        """A masked load is upstream's guarded Func (``f = other; f = load + mask`` over a one-point RDom whose
+        ``where`` is the mask: the load runs only where the mask holds, so it is memory-safe however far a
+        dimension's declared extent passes the real buffer), read through a pure Func whose call clamps every
+        coordinate to its loop's extent. A Func with an update cannot be inlined and runs at its consumer's
+        innermost loop; inside a GuardWithIf-split reduction that is rfactored, Halide 21's bounds inference gives
+        it (and its inputs) the unguarded range (ViT-tiny's LayerNorm over 192 read ``in_ptr0`` up to 255 on CUDA:
+        a work-group of 128 covers 256). The clamped call bounds that range; real loop points are unchanged."""
+        self._masked_load = bool(self._load_mask)
         try:
-            var, dims = self.indexing_to_dimensions(self.args.input(name), self.prepare_indexing(index), False)
+            guarded = super().load(name, index)
         finally:
             self._masked_load = False
-        line = f"{var}[{self.make_index_str(dims, masked=True)}]"
-        dtype = V.graph.get_dtype(name)
-        if dtype in (torch.float16, torch.bfloat16):
-            dtype = torch.float32
-            line = f"hl.cast(hl.Float(32), {line})"
-        used = OrderedSet((*self.used_dims_from_index(self.prepare_indexing(index)), *self._load_mask.used_dims))
-        result = self.newfunc(self.sort_used_dims(used))
-        other = self.kexpr(self._load_other or 0)  # type: ignore[arg-type]
-        self.body.writeline(f"{result} = hl.select({self._load_mask}, {line}, hl.cast({halide_type(dtype)}, {other}))")
+        dims = getattr(guarded, "used_dims", None)
+        if not self._load_mask or not dims:
+            return guarded
+        coords = []
+        for d in dims:
+            try:
+                size = self.sym_size(d)
+            except KeyError:
+                return guarded
+            coords.append(f"hl.clamp({d}, 0, {self.kexpr(self.rename_indexing(size - 1))})")
+        result = self.newfunc(dims)
+        self.body.writeline(f"{result} = {guarded.name}[{', '.join(coords)}]")
         return result
 
-    def make_index_str(self, dims, replacements=None, zero_vars=False, masked=False):  # type: ignore[override]
+    def make_index_str(self, dims, replacements=None, zero_vars=False):  # type: ignore[override]
         """Masked loads clamp their indices: Halide's bounds inference does not see the mask (pad/cat)."""
-        if not masked or not dims:
+        if not getattr(self, "_masked_load", False) or not dims:
             return super().make_index_str(dims, replacements, zero_vars)
         parts = [
             f"hl.clamp({d.index_str(replacements, zero_vars)}, 0, {self.kexpr(self.rename_indexing(d.size - 1))})"

@@ -72,11 +72,11 @@ def test_scalar_loads_at_offsets(target: str) -> None:
 @pytest.mark.parametrize("width", [192, 200, 197])
 def test_masked_loads_inside_row_reductions(target: str, width: int) -> None:
     """Padding / concatenation (masked loads) feeding a row reduction whose work-group split does not divide the
-    row (ViT-tiny's LayerNorm over 192 on CUDA read past an input before masked loads became pure selects)."""
+    row (ViT-tiny's LayerNorm over 192 on CUDA, a padded row of 200 on OpenCL: Halide's bounds inference read past
+    the input before the masked Funcs were read through clamped calls)."""
     x, cls, pos = torch.randn(64, width - 8), torch.randn(1, 1, width), torch.randn(1, 9, width)
     w, b = torch.randn(width), torch.randn(width)
-    code = compile_and_check(lambda x, w, b: F.layer_norm(F.pad(x, (4, 4)) + 1, (width,), w, b, 1e-6), x, w, b)
-    assert "_mask = hl.RDom" not in code
+    compile_and_check(lambda x, w, b: F.layer_norm(F.pad(x, (4, 4)) + 1, (width,), w, b, 1e-6), x, w, b)
     tok = torch.randn(16, 8, width)
     compile_and_check(lambda c, t, p, w, b: F.layer_norm(torch.cat([c.expand(16, -1, -1), t], 1) + p, (width,), w, b),
                       cls, tok, pos, w, b, atol=1e-4, rtol=1e-4)
