@@ -102,6 +102,21 @@ def test_kernels_without_fast_math_are_untouched(tmp_path):
     assert ptx.rewrite_object(obj, fast_division=True) == ""
 
 
+def test_objects_without_device_code_need_no_rewrite(tmp_path):
+    """A pipeline that simplifies to nothing (index_add of zeros into a 0-d int tensor) has no PTX module."""
+    inp = hl.ImageParam(hl.Int(64), 0, "inp")
+    out = hl.Func(hl.Int(32), 0, "out")
+    out[()] = hl.undef(hl.Int(32))
+    out[()] += hl.cast(hl.Int(32), 0)
+    out.gpu_single_thread()
+    out.update(0).gpu_single_thread()
+    obj = tmp_path / "empty.o"
+    out.compile_to({hl.OutputFileType.object: str(obj)}, [inp], "empty", hl.Target(CUDA_TARGET))
+    assert ptx.rewrite_object(obj, fast_division=True) == ""
+    with pytest.raises(ValueError, match="no PTX module"):
+        ptx.extract(obj.read_bytes())
+
+
 def test_unexpected_marker_form_is_refused():
     with pytest.raises(RuntimeError, match="exp marker"):
         ptx.rewrite("\t@%p1 rsqrt.approx.ftz.f32 \t%r2, %r1;\n")

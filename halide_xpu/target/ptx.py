@@ -139,7 +139,10 @@ def check_markers(target: str) -> None:
 def rewrite_object(obj_path: Path, fast_division: bool) -> str:
     """Glue C++ carrying the rewritten PTX of the kernel object at ``obj_path``, or '' when the module needs no
     change. The caller renames the object's ``INIT_SYMBOL`` to ``GLUE_SYMBOL`` when it uses the glue."""
-    ptx = extract(obj_path.read_bytes())
+    data = obj_path.read_bytes()
+    if HEADER not in data and INIT_SYMBOL.encode() not in data:
+        return ""  # no device code at all: the pipeline simplified to nothing (index_add of zeros into a 0-d tensor)
+    ptx = extract(data)
     new, counts = rewrite(ptx, fast_division)
     if new == ptx:
         return ""
