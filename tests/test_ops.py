@@ -61,6 +61,14 @@ def test_masks_and_padding(target: str) -> None:
     compile_and_check(lambda x: torch.cat([x, x * 2], dim=1) + 1, X)
 
 
+def test_transposes_with_several_outputs(target: str) -> None:
+    """A transposed input read by two outputs (or by an output and a reduction) is not staged per tile: the staging
+    wrapper is global and one output's tile cannot serve the other (matrix_exp backward: no schedule compiled)."""
+    a, b = torch.randn(64, 48), torch.randn(48, 64)
+    compile_and_check(lambda a, b: (a.t() + b, a.t() * b), a, b)
+    compile_and_check(lambda a, b: ((a.t() * 2) + 1, (a.t() * 2).sum(1), b + a.t() * 2), a, b, atol=1e-4, rtol=1e-4)
+
+
 def test_scalar_loads_at_offsets(target: str) -> None:
     """Kernels with one source and different argument offsets stay different kernels (unbind's 0-d x[0], x[1]...
     were merged into one kernel that read x[0] five times)."""

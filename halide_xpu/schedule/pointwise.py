@@ -36,7 +36,10 @@ def schedule_output(rec: Recorder, plan: Plan, out: hl.Func, spec: ScheduleSpec)
     transposed = [v for v in args[1:] if plan.is_contiguous(v)]
     if transposed and not plan.caps.gpu:
         return _host_tiled(rec, out, label, args[0], transposed[0], spec)
-    staged = plan.transposed_inputs(args[0], transposed[0]) if transposed and spec.get("tile", 32) else []
+    # a staged input is a global wrapper computed per tile of this output: only when nothing else reads the input
+    # (a second output or a reduction would read the wrapper outside this output's loops: matrix_exp backward)
+    alone = len(plan.meta.outputs) == 1 and not plan.meta.reductions
+    staged = plan.transposed_inputs(args[0], transposed[0]) if transposed and spec.get("tile", 32) and alone else []
     if staged and len(args) == 2:
         return _gpu_tiled(rec, out, label, args[0], transposed[0], staged, spec)
     fused = fuse_all(rec, out, args, label) if len(args) > 1 else args[0]
