@@ -114,8 +114,26 @@ def _backend_config(backend: str, device: str) -> dict[str, Any]:
     return {key: {"ours": "halide_xpu", "inductor": "triton" if device == "cuda" else "cpp"}[backend]}
 
 
+def _top_kernels(fn: Callable[[], Any], device: str, count: int) -> list[list]:
+    """The ``count`` device kernels with the most self time in one call: [name, total µs, calls]."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activity = ProfilerActivity.CUDA if device == "cuda" else ProfilerActivity.CPU
+    with profile(activities=[activity]) as prof:
+        fn()
+        _sync(device)
+    rows = []
+    for e in prof.key_averages():
+        us = getattr(e, "self_device_time_total", 0) if device == "cuda" else e.self_cpu_time_total
+        if us > 0:
+            rows.append([e.key[:120], round(us, 1), e.count])
+    rows.sort(key=lambda r: -r[1])
+    total = round(sum(r[1] for r in rows), 1)
+    return [["(all)", total, sum(r[2] for r in rows)], *rows[:count]]
+
+
 def run_case(name: str, build: Callable, dtype: torch.dtype, mode: str, device: str, backends: list[str],
-             reps: int) -> dict[str, Any]:
+             reps: int, profile: int = 0) -> dict[str, Any]:
     """One model × dtype × mode ("infer" or "train"): eager reference, then each compiled backend."""
     torch.manual_seed(0)
     model, make_inputs, loss_fn = build()
@@ -164,6 +182,8 @@ def run_case(name: str, build: Callable, dtype: torch.dtype, mode: str, device: 
                     rec["kernels"] = stats.counters["kernels_generated"]
                     rec["fallbacks"] = [f"{f.reason}" for f in stats.fallbacks][:5]
                 rec["ms"][backend] = round(_time_ms(fn, device, reps), 3)
+                if profile:
+                    rec.setdefault("top_kernels", {})[backend] = _top_kernels(fn, device, profile)
         except Exception as e:  # one failing backend never ends the run
             rec.setdefault("errors", {})[backend] = f"{type(e).__name__}: {str(e)[:600]}"
             traceback.print_exc(limit=-3)
@@ -201,6 +221,7 @@ def main() -> int:
     p.add_argument("--small", action="store_true", help="small configs and batches (CPU)")
     p.add_argument("--no-inductor", action="store_true", help="skip the Triton / C++ anchor")
     p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--profile", type=int, default=0, help="record the N kernels with the most device time")
     p.add_argument("--out", default=None, help="default benchmarks/results/<device name>")
     args = p.parse_args()
     torch._inductor.config.fx_graph_cache = False
@@ -220,7 +241,7 @@ def main() -> int:
                 print(f"== {model_name} {dt} {mode}", flush=True)
                 try:
                     rec = run_case(model_name, table[model_name], getattr(torch, dt), mode, args.device, backends,
-                                   args.reps)
+                                   args.reps, args.profile)
                 except Exception as e:  # a model that cannot even build or run eagerly
                     rec = {"model": model_name, "dtype": dt, "mode": mode, "ms": {}, "rel_err": {}, "ok": False,
                            "errors": {"eager": f"{type(e).__name__}: {str(e)[:600]}"}}

@@ -53,6 +53,7 @@ class HalideXpuKernel(HalideKernel):
         super().__init__(*args, **kwargs)
         self.reduction_funcs: list[str] = []
         self.partial_outputs: set[str] = set()  # output args whose other elements keep their contents
+        self.ordered_outputs: set[str] = set()  # outputs whose stores must run in loop order (the last write wins)
 
     def store(self, name: str, index: Any, value: Any, mode: Any = None) -> None:  # type: ignore[override]
         """Upstream leaves an indirect or accumulating store's other elements undefined (``hl.undef``): the output
@@ -63,6 +64,8 @@ class HalideXpuKernel(HalideKernel):
         spread = bool(set(getattr(value, "used_dims", None) or ()) - set(prepared.free_symbols))
         if mode is not None or spread or self.is_indirect_indexing(prepared):
             self.partial_outputs.add(self.args.output(name))
+        if spread and mode is None:
+            self.ordered_outputs.add(self.args.output(name))
         self._store_over_domain = spread
         try:
             super().store(name, index, value, mode)
@@ -317,6 +320,7 @@ class HalideXpuKernel(HalideKernel):
             fast_math=self.fast_math(),
             snapshots=self._snapshots(args),
             inplace=self._inplace(),
+            ordered_stores=tuple(sorted(self.ordered_outputs)),
         )
 
     def _inplace(self) -> tuple[str, ...]:

@@ -92,6 +92,7 @@ class KernelMeta:
     fast_math: bool = False  # CUDA: exp on the exp2 unit, approximate fp32 division (config.cuda_fast_math)
     snapshots: tuple[str, ...] = ()  # inputs that an output overwrites while other output loops still read them
     inplace: tuple[str, ...] = ()  # inputs an output writes (the same buffer): no output point may be computed twice
+    ordered_stores: tuple[str, ...] = ()  # outputs whose indirect stores write an element several times, last wins
 
     @property
     def takes_stream(self) -> bool:

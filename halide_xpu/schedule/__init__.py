@@ -45,7 +45,7 @@ def _gpu_safe(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     reduction), outputs one scalar work-item per element. Slow but on the device: Halide's default schedule
     would compute on the host, where device pointers cannot be read."""
     rec.note("gpu_safe: the better GPU schedules were rejected by Halide")
-    scalar = spec.with_params(vector=1)
+    scalar = spec.with_params(vector=1, parallel_updates=0)
     for f in plan.reductions():
         args = list(f.args())
         if not args and not f.has_update_definition():

@@ -207,6 +207,11 @@ class Plan:
         backward over rows of 10); idle work-items are guarded."""
         return min(self.caps.max_work_group, self.caps.sub_group or 16)
 
+    def is_named(self, func: Any, names: tuple[str, ...]) -> bool:
+        """Whether ``func`` is the algorithm's Func called one of ``names`` (Halide renames a re-created Func
+        ``out_ptr0$1``: compare objects, not ``Func.name()``)."""
+        return any(self.funcs.get(n) is func for n in names)
+
     def outputs(self) -> list[hl.Func]:
         return [self.funcs[n] for n in self.meta.outputs]
 
@@ -239,9 +244,10 @@ class Plan:
     def var_extent(self, func: hl.Func, var: hl.Var) -> Optional[int]:
         if var.name() in self.extents:
             return self.extents[var.name()]
-        if func.name() in self.out_specs:
-            names = [v.name() for v in func.args()]
-            return self.output_extents(func.name())[names.index(var.name())]
+        for name in self.out_specs:  # by object: a re-created Func is named out_ptr0$1
+            if self.funcs.get(name) is func:
+                names = [v.name() for v in func.args()]
+                return self.output_extents(name)[names.index(var.name())]
         return None
 
     def is_contiguous(self, var: hl.Var) -> bool:

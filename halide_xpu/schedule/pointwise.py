@@ -6,6 +6,7 @@ from typing import Any, Optional
 import halide as hl
 
 from ..meta import ScheduleSpec
+from . import updates
 from .common import GUARD, SHIFT, Plan, Recorder, fuse_all, pow2_floor, total
 
 
@@ -21,14 +22,14 @@ def schedule_output(rec: Recorder, plan: Plan, out: hl.Func, spec: ScheduleSpec)
     """Schedule one pure output Func as a flat pointwise loop; returns its outermost Var (or None)."""
     label = out.name()
     args = list(out.args())
-    if plan.caps.gpu and (out.has_update_definition() or not args):
-        # scalar outputs and indirect stores: one work-item (device memory may have no host copy)
+    if out.has_update_definition():  # indirect stores (updates.py); upstream's pure definition is undef
+        updates.schedule_updates(rec, plan, out, label, spec)
+        if "undef" in str(out.value()):
+            if plan.caps.gpu:
+                rec(out, label, "gpu_single_thread")  # nothing to compute, but nothing may run on the host
+            return None
+    if plan.caps.gpu and not args:  # a scalar output: one work-item (device memory may have no host copy)
         rec(out, label, "gpu_single_thread")
-        for i in range(out.num_update_definitions()):
-            rec(out.update(i), f"{label}.update({i})", "gpu_single_thread")
-        return None
-    if out.has_update_definition():
-        rec.note(f"{label} has update definitions (indirect store): left to Halide's defaults")
         return None
     if not args:
         return None

@@ -1,0 +1,76 @@
+"""Indirect and accumulating stores (Halide updates over a store's domain): atomic, racing or column-parallel."""
+from __future__ import annotations
+
+import re
+from typing import Any, Optional
+
+import halide as hl
+
+from ..meta import ScheduleSpec
+from .common import GUARD, Plan, Recorder, pow2_floor, total
+
+# the host splits an update's parallel loop into tasks of at least this many points
+HOST_MIN_TASK = 4096
+
+
+def schedule_updates(rec: Recorder, plan: Plan, out: hl.Func, label: str, spec: ScheduleSpec) -> None:
+    """Schedule every update of ``out`` (upstream: one per indirect or accumulating store, over all its RVars):
+    - an accumulation (the update reads its own element: ``+=``, bf16's add-and-round) of a 32/64-bit type runs
+      atomically over every RVar, as Triton does (Halide has no 8/16-bit atomics: "requires a mutex lock");
+    - a plain indirect store races over every RVar, as in Triton and eager CUDA;
+    - narrow accumulations, and stores that write an element several times on purpose (the last write wins:
+      ``KernelMeta.ordered_stores``), run the RVars that index the output directly in parallel (one work-item
+      per output column) and the others serially inside, in loop order: deterministic, no atomics;
+    - with no such RVar, or ``parallel_updates=0`` (the last-resort schedule), serially (one GPU work-item)."""
+    for i in range(out.num_update_definitions()):
+        stage, lbl = out.update(i), f"{label}.update({i})"
+        rvars = list(out.rvars(i))
+        names = {_expr_text(a) for a in out.update_args(i)}
+        direct = [r for r in rvars if r.name() in names]
+        accumulates = bool(re.search(rf"\b{re.escape(out.name())}\(", _expr_text(out.update_value(i))))
+        ordered = plan.is_named(out, plan.meta.ordered_stores) or (accumulates and out.type().bits() < 32)
+        serial = not spec.get("parallel_updates", 1) or not rvars or bool(names & {v.name() for v in out.args()})
+        if ordered and not direct and not serial:
+            rec.note(f"{lbl}: no RVar indexes the output directly: serial")
+            serial = True
+        if serial:
+            if plan.caps.gpu:
+                rec(stage, lbl, "gpu_single_thread")
+            continue
+        if ordered:
+            inner = [r for r in rvars if r.name() not in names]  # (RVar == RVar is an Expr, not a bool)
+            rec(stage, lbl, "reorder", *inner, *direct)  # serial loops innermost, in their order
+            rec(stage, lbl, "allow_race_conditions")  # distinct direct coordinates: distinct elements
+            rvars = direct
+        elif accumulates:
+            rec(stage, lbl, "atomic", True)  # a read-modify-write of one element: no associativity proof needed
+        else:
+            rec(stage, lbl, "allow_race_conditions")
+        extents = dict(zip([r.name() for r in out.rvars(i)], _dom_extents(plan, len(out.rvars(i)))))
+        n = total([extents.get(r.name()) for r in rvars])
+        fused = rvars[0]
+        for j, r in enumerate(rvars[1:]):
+            new = hl.RVar(f"{label}_u{i}_f{j}")
+            rec(stage, lbl, "fuse", fused, r, new)
+            fused = new
+        outer, inner_ = hl.RVar(f"{label}_u{i}_wg"), hl.RVar(f"{label}_u{i}_wi")
+        if plan.caps.gpu:
+            wg = spec.get("wg", 256) if n is None else max(plan.min_wg, min(spec.get("wg", 256), pow2_floor(n)))
+            rec(stage, lbl, "gpu_tile", fused, outer, inner_, wg, GUARD)
+        elif n is None or n >= 2 * HOST_MIN_TASK:
+            per_task = HOST_MIN_TASK if n is None else max(HOST_MIN_TASK, -(-n // (4 * plan.caps.parallelism)))
+            rec(stage, lbl, "split", fused, outer, inner_, per_task, GUARD)
+            rec(stage, lbl, "parallel", outer)
+
+
+def _expr_text(e: Any) -> str:
+    """An Expr as Halide prints it (``str`` wraps it in ``<halide.Expr of type ...: ...>``)."""
+    return re.sub(r"^<halide\.Expr of type [^:]*: (.*)>$", r"\1", str(e), flags=re.S)
+
+
+def _dom_extents(plan: Plan, count: int) -> list[Optional[int]]:
+    """Static extents of the RVars of a store's domain (upstream's ``odom``: the loop vars outside the reduction;
+    ``idom``: all of them, in order); None where unknown."""
+    outer = [v.static_extent for v in plan.meta.loop_vars if not v.reduction]
+    every = [v.static_extent for v in plan.meta.loop_vars]
+    return outer if len(outer) == count else every if len(every) == count else [None] * count
