@@ -178,7 +178,8 @@ def _autoschedule(pipeline: Any, funcs: dict[str, Any], meta: KernelMeta, target
 
 
 def compile_scheduled(
-    meta: KernelMeta, source: str, compile_fn: Callable[[Any, list[Any], Any], Any], caps: Optional[DeviceCaps] = None
+    meta: KernelMeta, source: str, compile_fn: Callable[[Any, list[Any], Any], Any], caps: Optional[DeviceCaps] = None,
+    marked: bool = True,
 ) -> tuple[Any, list[str], str]:
     """Run the algorithm, apply the first schedule variant Halide accepts and ``compile_fn(pipeline, arguments,
     target)`` it; returns (compile_fn's result, schedule lines, variant name)."""
@@ -193,7 +194,7 @@ def compile_scheduled(
     for name, variant in candidates:
         ns: dict[str, Any] = {}
         exec(code, ns)
-        with hx.building_for(meta.target):
+        with hx.building_for(meta.target if marked else "plain"):
             funcs = ns["algorithm"]()
         pipeline = hl.Pipeline([funcs[o] for o in meta.outputs])
         try:
@@ -212,15 +213,23 @@ def compile_scheduled(
     return result, lines, name
 
 
-def build(meta: KernelMeta, source: str, workdir: Path) -> tuple[list[str], str]:
-    """Compile ``source`` for ``meta`` into ``workdir/kernel.so``; returns (schedule lines, variant name)."""
+def build(meta: KernelMeta, source: str, workdir: Path, caps: Optional[DeviceCaps] = None) -> tuple[list[str], str]:
+    """Compile ``source`` for ``meta`` into ``workdir/kernel.so``; returns (schedule lines, variant name). ``caps``:
+    the device's, by default asked of it (given: a build for a device this machine lacks)."""
     import halide as hl
 
     (workdir / "kernel.py").write_text(source)
     outputs = {hl.OutputFileType.object: str(workdir / "kernel.o"), hl.OutputFileType.c_header: str(workdir / "kernel.h")}
-    if os.environ.get("HALIDE_XPU_DUMP_STMT"):
+    marked = meta.target == "cuda" and any(f"hx.{name}(" in source for name in hx.MARKING)
+    if os.environ.get("HALIDE_XPU_DUMP_STMT") or marked:
         outputs[hl.OutputFileType.stmt] = str(workdir / "kernel.stmt")
-    _, lines, name = compile_scheduled(meta, source, lambda p, args, target: p.compile_to(outputs, args, FN_NAME, target))
+    compile_fn = lambda p, args, target: p.compile_to(outputs, args, FN_NAME, target)  # noqa: E731
+    _, lines, name = compile_scheduled(meta, source, compile_fn, caps)
+    if marked and "fast_inverse" in (workdir / "kernel.stmt").read_text(errors="replace"):
+        # Halide computed a marked value on the host (a loop-invariant one: kernel arguments are evaluated there),
+        # where no PTX rewrite turns the mark into its meaning: x86's approximate reciprocal (bf16(0.0) became inf)
+        log.info("halide_xpu: a marked CUDA value is loop-invariant and runs on the host: built with plain math")
+        _, lines, name = compile_scheduled(meta, source, compile_fn, caps, marked=False)
     glue = glue_source(meta)
     if meta.target == "sycl":  # the OpenCL target's device calls go to the USM runtime (usm.py)
         _redefine_symbols(workdir / "kernel.o", USM_RENAMES)

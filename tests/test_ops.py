@@ -128,8 +128,12 @@ def test_indirect_stores_in_parallel(target: str, case: str) -> None:
     from halide_xpu import compiler
 
     fn, args, directive = INDIRECT_STORES[case]
+    if target == "cuda" and case == "repeated_index_last_wins":
+        pytest.skip("eager CUDA leaves which of two stores to one element wins undefined")
+    # eager CUDA sums bf16 index_put in fp32 (sort-based); atomics, and our ordered loop, round each add to bf16
+    tol = {"atol": 0.1, "rtol": 0.05} if target == "cuda" and case == "index_put_accumulate_bf16" else {}
     compiler._memory.clear()  # this test's kernels only (an earlier test may have loaded the same one)
-    compile_and_check(fn, *args)
+    compile_and_check(fn, *args, **tol)
     if target == "host":
         return
     updates = [line for launcher in compiler._memory.values() for line in launcher.schedule if ".update(" in line]

@@ -158,3 +158,33 @@ def test_erf_poly_accuracy_and_special_values():
     assert np.max(np.abs(got[finite] - ref[finite]) / np.maximum(ulp, 2.0**-149)) <= 6
     assert got[-9] == 1 and got[-8] == -1 and np.isnan(got[-7])
     assert np.signbit(got[-5]) and not np.signbit(got[-6]) and got[-2] == 1 and got[-1] == -1
+
+
+def test_loop_invariant_marks_are_built_plainly(tmp_path):
+    """Halide evaluates a loop-invariant value on the host and passes it to the kernel; a mark there is x86's
+    approximate reciprocal, not the PTX rewrite's meaning (scatter_reduce with include_self=False stored
+    bf16(0.0) as inf on the H100). Such kernels are rebuilt with plain math."""
+    from halide_xpu import compiler
+    from halide_xpu.meta import ArgSpec, KernelMeta, LoopVar
+    from halide_xpu.target.targets import DeviceCaps
+
+    source = "\n".join([
+        "import halide as hl", "from halide_xpu import halide_helpers as hx", "def algorithm():",
+        "    in_ptr0 = hl.ImageParam(hl.Float(32), 1, 'in_ptr0')",
+        "    out_ptr0 = hl.Func(hl.UInt(16), 1, 'out_ptr0')", "    h0 = hl.Var('h0')",
+        "    zero = hl.Func('zero')", "    zero[()] = hl.cast(hl.Float(32), hl.f64(0.0))",
+        "    out_ptr0[h0,] = hx.bf16_bits(zero[()]) + hx.bf16_bits(in_ptr0[h0])",
+        "    in_ptr0.dim(0).set_bounds(0, 64).set_stride(1)",
+        "    out_ptr0.output_buffer().dim(0).set_bounds(0, 64).set_stride(1)", "    return locals()", ""])
+    meta = KernelMeta(args=(ArgSpec("in_ptr0", "in", "float32", ("64",), ("1",)),
+                            ArgSpec("out_ptr0", "out", "bfloat16", ("64",), ("1",))),
+                      target="cuda", halide_target=CUDA_TARGET, loop_vars=(LoopVar("h0", "64"),),
+                      outputs=("out_ptr0",), device_type="cuda")
+    caps = DeviceCaps(True, 132, 4, max_work_group=1024, sub_group=32, local_mem=48 * 1024)
+    compiler.build(meta, source, tmp_path, caps)
+    stmt = (tmp_path / "kernel.stmt").read_text(errors="replace")
+    assert "fast_inverse" not in stmt and ptx.BF16_MARKER not in stmt
+    per_element = source.replace("hx.bf16_bits(zero[()]) + ", "")  # marks in device code only: kept for the rewrite
+    compiler.build(meta, per_element, tmp_path, caps)
+    stmt = (tmp_path / "kernel.stmt").read_text(errors="replace")
+    assert "fast_inverse" not in stmt and ptx.BF16_MARKER in stmt
