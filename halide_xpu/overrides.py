@@ -105,9 +105,28 @@ class HalideXpuOverrides(HalideOverrides):
     def erf(x):  # type: ignore[override]
         from torch._inductor.virtualized import V
 
+        if getattr(x, "dtype", None) == torch.float64:
+            raise Unsupported("erf of float64 (Halide's erf is float32-only)")
         if getattr(V.kernel, "target_name", lambda: "")() == "cuda":
             return f"hx.cuda_erf({x})"
-        return f"hl.erf({x})"
+        return f"hx.erf({x})"  # Halide's erf gives NaN for ±inf
+
+    # Halide's host log has no special values (log(inf) = 88.7, log(NaN) = 89.1, no subnormals), log1p/expm1 lose
+    # x's digits near 0 as log(1 + x)/exp(x) - 1; torch's special functions Halide lacks (special_math.py)
+    log = staticmethod(lambda x: f"hx.log({x})")
+    log1p = staticmethod(lambda x: f"hx.log1p({x})")
+    expm1 = staticmethod(lambda x: f"hx.expm1({x})")
+    log2 = staticmethod(lambda x: f"hx.log2({x})")
+    lgamma = staticmethod(lambda x: f"hx.lgamma({x})")
+    digamma = staticmethod(lambda x: f"hx.digamma({x})")
+    copysign = staticmethod(lambda a, b: f"hx.copysign({a}, {b})")
+
+    @staticmethod
+    def nextafter(a: Any, b: Any) -> str:
+        """One step in the type's own bits: 16-bit floats are computed in fp32 here, where a step is smaller."""
+        if any(getattr(v, "dtype", None) in (torch.float16, torch.bfloat16) for v in (a, b)):
+            raise Unsupported("nextafter of 16-bit floats (computed in fp32)")
+        return f"hx.nextafter({a}, {b})"
 
     @staticmethod
     def tanh(x):  # type: ignore[override]

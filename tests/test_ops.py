@@ -36,6 +36,36 @@ def test_elementwise(target: str, name: str) -> None:
     compile_and_check(ELEMENTWISE[name], X, Y)
 
 
+SPECIAL_VALUES = torch.tensor([float("inf"), float("-inf"), float("nan"), 0.0, -0.0, -1.0, 1e-45, 1e-40, 1e38, 1.0,
+                               100.0, -100.0, 1e-7, -1e-7, 0.3, -2.5])
+UNARY_MATH = {
+    "log": torch.log, "log1p": torch.log1p, "expm1": torch.expm1, "exp": torch.exp, "erf": torch.erf,
+    "erfc": torch.erfc, "gelu": F.gelu, "sigmoid": torch.sigmoid, "softplus": F.softplus, "log10": torch.log10,
+    "log2": torch.log2, "logit": torch.logit, "lgamma": torch.lgamma, "digamma": torch.digamma,
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNARY_MATH))
+def test_math_at_special_values(target: str, name: str) -> None:
+    """±inf, NaN, subnormals, huge and tiny arguments: Halide's host polynomials gave log(inf) = 88.7, log(NaN) =
+    89.1, exp(NaN) = 0, log(1e-45) = -88, its erf NaN at ±inf (gelu(inf) = NaN on every CPU target), and
+    log(1 + 1e-7) lost x's digits."""
+    fn = UNARY_MATH[name]
+    compile_and_check(lambda x: fn(x) * 1.0, SPECIAL_VALUES, atol=1e-30, rtol=1e-5)
+
+
+def test_special_functions(target: str) -> None:
+    """torch's special functions Halide lacks (special_math.py): lgamma, digamma (reflection, poles), mvlgamma,
+    log2, copysign, nextafter (bit-exact)."""
+    x = torch.cat([torch.linspace(-9.5, 9.5, 381), torch.tensor([-3.0, -1.0, 0.0, -0.0, 1.0, 2.0, 1e-30, 1e6])])
+    compile_and_check(lambda x: (torch.lgamma(x), torch.digamma(x)), x, atol=1e-5, rtol=1e-5)
+    compile_and_check(lambda x: torch.mvlgamma(x.abs() + 2, 3), x, atol=1e-5, rtol=1e-5)
+    compile_and_check(lambda x: torch.log2(x.abs()), x)
+    y = torch.randn(x.shape)
+    compile_and_check(lambda x, y: (torch.copysign(x, y), torch.nextafter(x, y), torch.nextafter(x, x)), x, y,
+                      atol=0, rtol=0)
+
+
 def test_tanh_extremes(target: str) -> None:
     x = torch.tensor([0.0, -0.0, 1e-8, -3e-5, 0.0999, 0.1, -0.5, 3.0, 9.5, -20.0, 100.0, float("inf"), float("-inf"), float("nan")])
     compile_and_check(lambda x: torch.tanh(x) * 1.0, x)

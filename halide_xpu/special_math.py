@@ -1,0 +1,177 @@
+"""Halide expressions for math Halide lacks or gets wrong at special values: log (inf, NaN, subnormals on the host),
+log1p/expm1 (near 0), erf (±inf), log2, copysign, nextafter, lgamma, digamma."""
+from __future__ import annotations
+
+import math
+
+import halide as hl
+
+
+def _expr(x: object) -> hl.Expr:
+    return x if isinstance(x, hl.Expr) else hl.Expr(x)
+
+
+def _unify(a: object, b: object) -> tuple[hl.Expr, hl.Expr]:
+    a, b = _expr(a), _expr(b)
+    if a.type() != b.type():  # Halide's own coercion (float wins, then the wider int): the type of ``a + b``
+        t = (a + b).type()
+        a, b = hl.cast(t, a), hl.cast(t, b)
+    return a, b
+
+_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+_SHIFT = 8  # lgamma/digamma recur up to here, then use the asymptotic series (error < 1e-11 beyond 8)
+
+
+def _float(x: object) -> hl.Expr:
+    x = _expr(x)
+    return x if x.type().is_float() else hl.cast(hl.Float(32), x)
+
+
+def _c(t: hl.Type, v: float) -> hl.Expr:
+    return hl.cast(t, hl.f64(v))
+
+
+def is_nan_bits(x: hl.Expr) -> hl.Expr:
+    """NaN test on the bits (Halide 21's OpenCL backend cannot vectorize ``is_nan``)."""
+    t = x.type()
+    u = hl.UInt(t.bits())
+    exponent = {16: 0x7C00, 32: 0x7F800000, 64: 0x7FF0000000000000}[t.bits()]
+    magnitude = (1 << (t.bits() - 1)) - 1
+    return (hl.reinterpret(u, x) & hl.cast(u, hl.i64(magnitude))) > hl.cast(u, hl.i64(exponent))
+
+
+def exp(x: object) -> hl.Expr:
+    """``hl.exp`` with its argument clamped where the result is already ±0/inf: Halide's range reduction overflows
+    its int32 exponent for |x| > ~1.5e9 (exp(1.5e9) gave 0, silu(-1.5e9) gave -1.5e9), and its host polynomial
+    gives exp(inf) = exp(NaN) = 0. NaN passes through."""
+    x = _expr(x)
+    t = x.type()
+    hi, lo = (710.0, -746.0) if t == hl.Float(64) else (89.0, -104.0)
+    clamped = hl.select(x > _c(t, hi), _c(t, hi), x < _c(t, lo), _c(t, lo), x)
+    return hl.select(is_nan_bits(x), x, hl.exp(clamped)) if t.is_float() else hl.exp(clamped)
+
+
+def log(x: object) -> hl.Expr:
+    """Natural log; Halide's host polynomial gives log(inf) = 88.7, log(NaN) = 89.1 and log(1e-45) = -88 (no
+    subnormal inputs): those are passed through, subnormals scaled into the normal range first."""
+    x = _float(x)
+    t = x.type()
+    k = 54 if t.bits() == 64 else 24
+    tiny = 2.0 ** (-1022 if t.bits() == 64 else -126)
+    scaled = hl.log(x * _c(t, 2.0 ** k)) - _c(t, k * math.log(2))
+    value = hl.select(x < _c(t, tiny), scaled, hl.log(x))
+    return hl.select(is_nan_bits(x) | (x == _c(t, math.inf)), x, value)
+
+
+def log1p(x: object) -> hl.Expr:
+    """log(1 + x) without losing x's digits near 0: log(u) * x / (u - 1), u = 1 + x (exact correction)."""
+    x = _float(x)
+    t = x.type()
+    u = x + _c(t, 1)
+    near = hl.select(u == _c(t, 1), x, log(u) * (x / (u - _c(t, 1))))
+    return hl.select(hl.abs(x) < _c(t, 0.5), near, log(u))
+
+
+def expm1(x: object) -> hl.Expr:
+    """exp(x) - 1 without cancellation near 0: (u - 1) * x / log(u), u = exp(x)."""
+    x = _float(x)
+    t = x.type()
+    u = exp(x)
+    near = hl.select(u == _c(t, 1), x, (u - _c(t, 1)) * (x / log(u)))
+    return hl.select(hl.abs(x) < _c(t, 0.5), near, u - _c(t, 1))
+
+
+def erf(x: object) -> hl.Expr:
+    """Halide's erf with its argument clamped to ±10 (where erf is ±1 in every float type): ``hl.erf`` gives NaN
+    for ±inf and for |x| > ~1e19. NaN passes through."""
+    x = _float(x)
+    t = x.type()
+    return hl.erf(hl.select(x > _c(t, 10), _c(t, 10), x < _c(t, -10), _c(t, -10), x))
+
+
+def log2(x: object) -> hl.Expr:
+    x = _float(x)
+    return log(x) * _c(x.type(), 1 / math.log(2))
+
+
+def copysign(a: object, b: object) -> hl.Expr:
+    """|a| with b's sign bit (NaN and -0.0 included), as bit operations."""
+    a, b = _unify(_float(a), _float(b))
+    t = a.type()
+    u = hl.UInt(t.bits())
+    sign = hl.cast(u, 1) << (t.bits() - 1)
+    return hl.reinterpret(t, (hl.reinterpret(u, a) & ~sign) | (hl.reinterpret(u, b) & sign))
+
+
+def nextafter(a: object, b: object) -> hl.Expr:
+    """The float after ``a`` toward ``b`` (C's nextafter): one step of the magnitude's bits."""
+    a, b = _unify(_float(a), _float(b))
+    t = a.type()
+    i, u = hl.Int(t.bits()), hl.UInt(t.bits())
+    bits = hl.reinterpret(i, a)
+    outward = (a < b) == (a > _c(t, 0))  # the magnitude grows: a > 0 going up, a < 0 going down
+    stepped = hl.reinterpret(t, hl.select(outward, bits + 1, bits - 1))
+    smallest = hl.reinterpret(t, (hl.reinterpret(u, b) & (hl.cast(u, 1) << (t.bits() - 1))) | hl.cast(u, 1))
+    return hl.select(hl.is_nan(a) | hl.is_nan(b), a + b, a == b, b, a == _c(t, 0), smallest, stepped)
+
+
+def _shifted(x: hl.Expr) -> tuple[hl.Expr, hl.Expr, hl.Expr]:
+    """(z, product, reciprocal sum): z = x + n >= _SHIFT (x > 0), product and sum of 1/(x + k) over k < n."""
+    t = x.type()
+    z, prod, recip = x, _c(t, 1), _c(t, 0)
+    for _ in range(_SHIFT):
+        low = z < _c(t, _SHIFT)
+        prod = hl.select(low, prod * z, prod)
+        recip = hl.select(low, recip + _c(t, 1) / z, recip)
+        z = hl.select(low, z + _c(t, 1), z)
+    return z, prod, recip
+
+
+def _sinpi_abs(x: hl.Expr) -> hl.Expr:
+    """|sin(pi x)| with the argument reduced exactly first (x - round(x) is exact in floating point)."""
+    r = x - hl.round(x)
+    return hl.abs(hl.sin(_c(x.type(), math.pi) * r))
+
+
+def _lgamma_positive(x: hl.Expr) -> hl.Expr:
+    t = x.type()
+    z, prod, _ = _shifted(x)
+    w = _c(t, 1) / (z * z)
+    series = (_c(t, 1 / 12) + w * (_c(t, -1 / 360) + w * (_c(t, 1 / 1260) + w * _c(t, -1 / 1680)))) / z
+    return (z - _c(t, 0.5)) * log(z) - z + _c(t, _HALF_LOG_2PI) + series - log(prod)
+
+
+def lgamma(x: object) -> hl.Expr:
+    """log|Gamma(x)|: recurrence up to 8, Stirling's series; reflection below 0.5; +inf at the poles (0, -1, ...)."""
+    x = _float(x)
+    t = x.type()
+    reflected = log(_c(t, math.pi) / _sinpi_abs(x)) - _lgamma_positive(_c(t, 1) - x)
+    inf = _c(t, math.inf)
+    pole = (x <= _c(t, 0)) & (x == hl.floor(x))
+    value = hl.select(x < _c(t, 0.5), reflected, _lgamma_positive(hl.max(x, _c(t, 0.5))))
+    tiny = hl.abs(x) < _c(t, 1e-30)  # Gamma(x) ~ 1/x (the recurrence's product would flush to 0)
+    return hl.select(is_nan_bits(x), x, hl.is_inf(x), inf, pole, inf, tiny, -log(hl.abs(x)), value)
+
+
+def _digamma_positive(x: hl.Expr) -> hl.Expr:
+    t = x.type()
+    z, _, recip = _shifted(x)
+    w = _c(t, 1) / (z * z)
+    series = w * (_c(t, 1 / 12) - w * (_c(t, 1 / 120) - w * (_c(t, 1 / 252) - w * _c(t, 1 / 240))))
+    return log(z) - _c(t, 0.5) / z - series - recip
+
+
+def digamma(x: object) -> hl.Expr:
+    """psi(x): recurrence up to 8 and the asymptotic series; reflection below 0 (psi(1 - x) - pi / tan(pi x));
+    NaN at negative integers, -inf at +0 and +inf at -0 (torch's choice)."""
+    x = _float(x)
+    t = x.type()
+    r = x - hl.round(x)
+    reflected = _digamma_positive(_c(t, 1) - x) - _c(t, math.pi) / hl.tan(_c(t, math.pi) * r)
+    value = hl.select(x < _c(t, 0), reflected, _digamma_positive(hl.max(x, _c(t, 1e-30))))
+    zero = hl.select(hl.reinterpret(hl.UInt(t.bits()), x) == hl.cast(hl.UInt(t.bits()), 0), _c(t, -math.inf),
+                     _c(t, math.inf))
+    tiny = hl.abs(x) < _c(t, 1e-30)  # psi(x) ~ -1/x - Euler's gamma
+    return hl.select(is_nan_bits(x), x, x == _c(t, math.inf), x, x == _c(t, 0), zero,
+                     (x < _c(t, 0)) & (x == hl.floor(x)), _c(t, math.nan),
+                     tiny, _c(t, -1) / x - _c(t, 0.5772156649015329), value)
