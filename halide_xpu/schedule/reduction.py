@@ -9,7 +9,7 @@ import halide as hl
 from ..meta import ScheduleSpec
 from . import pointwise
 from .common import GUARD, Plan, Recorder, fuse_all, inner_reduction, primary_output, reduction_extent, total
-from .gpu_reduction import gpu_fused, gpu_row_reduce
+from .gpu_reduction import gpu_column_reduce, gpu_fused, gpu_row_reduce
 
 
 def default_params(gpu: bool, vector_width: int) -> dict[str, int]:
@@ -171,14 +171,7 @@ def _staged(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         if plan.caps.gpu and f.has_update_definition() and inner_reduction(plan):
             gpu_row_reduce(rec, plan, f, spec)
         elif plan.caps.gpu:
-            wg = spec.get("wg", 128)
-            x = fuse_all(rec, f, args, f.name()) if len(args) > 1 else args[0]
-            bx, tx = hl.Var(f"{f.name()}_wg"), hl.Var(f"{f.name()}_wi")
-            rec(f, f.name(), "gpu_tile", x, bx, tx, wg, GUARD)
-            if f.has_update_definition():
-                upd = f.update()
-                y = fuse_all(rec, upd, args, f"{f.name()}_u") if len(args) > 1 else args[0]
-                rec(upd, f"{f.name()}.update()", "gpu_tile", y, bx, tx, wg, GUARD)
+            gpu_column_reduce(rec, plan, f, spec)
         else:
             rec(f, f.name(), "parallel", args[-1])
             if f.has_update_definition():
