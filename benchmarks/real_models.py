@@ -199,7 +199,7 @@ def write(out: Path, records: list[dict[str, Any]], meta: dict[str, Any]) -> Non
     (out / "real_models.json").write_text(json.dumps({**meta, "records": records}, indent=1))
     lines = [f"# Real models, {meta['device_name']} ({meta['date']}, torch {meta['torch']})", "",
              "| model | dtype | mode | ok | rel err ours | rel err Inductor | ours ms | Inductor ms | eager ms | "
-             "ours / Inductor | kernels | note |", "|" + "---|" * 12]
+             "ours / Inductor | kernels | commit | note |", "|" + "---|" * 13]
     for r in records:
         ms, err = r["ms"], r["rel_err"]
         ratio = f"{ms['ours'] / ms['inductor']:.2f}" if "ours" in ms and "inductor" in ms else ""
@@ -207,8 +207,18 @@ def write(out: Path, records: list[dict[str, Any]], meta: dict[str, Any]) -> Non
         lines.append(f"| {r['model']} | {r['dtype']} | {r['mode']} | {'yes' if r['ok'] else '**NO**'} | "
                      f"{err.get('ours', float('nan')):.2e} | {err.get('inductor', float('nan')):.2e} | "
                      f"{ms.get('ours', '')} | {ms.get('inductor', '')} | {ms.get('eager', '')} | {ratio} | "
-                     f"{r.get('kernels', '')} | {note} |")
+                     f"{r.get('kernels', '')} | {r.get('commit', meta.get('commit', ''))} | {note} |")
     (out / "real_models.md").write_text("\n".join(lines) + "\n")
+
+
+def _commit() -> str:
+    import subprocess
+
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=Path(__file__).parent).stdout.strip()
+    except OSError:
+        return ""
 
 
 def main() -> int:
@@ -230,7 +240,7 @@ def main() -> int:
     name = torch.cuda.get_device_name() if args.device == "cuda" else f"cpu-{halide_xpu.config.resolved_cpu_target}"
     out = Path(args.out or Path(__file__).parent / "results" / name.replace(" ", "_"))
     meta = {"device_name": name, "torch": torch.__version__, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "command": " ".join(sys.argv)}
+            "command": " ".join(sys.argv), "commit": _commit()}
     backends = ["ours"] + ([] if args.no_inductor else ["inductor"])
     table = models(args.small)
     records: list[dict[str, Any]] = []
