@@ -8,7 +8,8 @@ from typing import Iterator
 
 import halide as hl
 
-from .special_math import copysign, digamma, erf, exp, expm1, lgamma, log, log1p, log2, nextafter  # noqa: F401
+from .special_math import (copysign, digamma, erf, exp, expm1, lgamma, log, log1p, log2, nextafter,  # noqa: F401
+                           trigamma)
 
 _building = threading.local()
 

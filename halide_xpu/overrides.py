@@ -28,6 +28,19 @@ def _is_constant_zero(x: Any) -> bool:
     return False
 
 
+def _constant_value(x: Any) -> Any:
+    """The number a CSE variable (or literal) holds when it is a constant, else None."""
+    from torch._inductor.virtualized import V
+
+    texts = [str(x)] + [key if isinstance(key, str) else str(key[0])
+                        for key, var in getattr(getattr(V.kernel, "cse", None), "_cache", {}).items() if var is x]
+    for text in texts:
+        m = re.match(r"^(?:hl\.cast\(hl\.\w+\(\d+\), )?(?:hl\.(?:f64|i64|i32)\()?(-?\d+(?:\.0*)?)\)?\)?$", text.strip())
+        if m:
+            return int(float(m.group(1)))
+    return None
+
+
 def _int_semantics(name: str, plain: str) -> Any:
     """An op that keeps Halide's operator for floats and calls ``hx.<name>`` otherwise (dispatching on the
     operand types when the algorithm is built): wrapping signed overflow, C/Python division and remainder."""
@@ -120,6 +133,14 @@ class HalideXpuOverrides(HalideOverrides):
     lgamma = staticmethod(lambda x: f"hx.lgamma({x})")
     digamma = staticmethod(lambda x: f"hx.digamma({x})")
     copysign = staticmethod(lambda a, b: f"hx.copysign({a}, {b})")
+
+    @staticmethod
+    def polygamma(n: Any, x: Any) -> str:
+        """Orders 0 (digamma) and 1 (trigamma, digamma's derivative) where ``n`` is a constant; others fall back."""
+        order = _constant_value(n)
+        if order not in (0, 1):
+            raise Unsupported(f"polygamma of order {order if order is not None else n} (orders 0 and 1 only)")
+        return f"hx.{'digamma' if order == 0 else 'trigamma'}({x})"
 
     @staticmethod
     def nextafter(a: Any, b: Any) -> str:

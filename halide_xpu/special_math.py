@@ -1,5 +1,5 @@
 """Halide expressions for math Halide lacks or gets wrong at special values: log (inf, NaN, subnormals on the host),
-log1p/expm1 (near 0), erf (±inf), log2, copysign, nextafter, lgamma, digamma."""
+log1p/expm1 (near 0), erf (±inf), log2, copysign, nextafter, lgamma, digamma, trigamma."""
 from __future__ import annotations
 
 import math
@@ -175,3 +175,30 @@ def digamma(x: object) -> hl.Expr:
     return hl.select(is_nan_bits(x), x, x == _c(t, math.inf), x, x == _c(t, 0), zero,
                      (x < _c(t, 0)) & (x == hl.floor(x)), _c(t, math.nan),
                      tiny, _c(t, -1) / x - _c(t, 0.5772156649015329), value)
+
+
+def _trigamma_positive(x: hl.Expr) -> hl.Expr:
+    t = x.type()
+    z, recip2 = x, _c(t, 0)
+    for _ in range(_SHIFT):
+        low = z < _c(t, _SHIFT)
+        recip2 = hl.select(low, recip2 + _c(t, 1) / (z * z), recip2)
+        z = hl.select(low, z + _c(t, 1), z)
+    w = _c(t, 1) / (z * z)
+    # psi1(z) ~ 1/z + 1/(2 z^2) + 1/(6 z^3) - 1/(30 z^5) + 1/(42 z^7) - 1/(30 z^9)
+    series = (_c(t, 1) + w * (_c(t, 1 / 6) - w * (_c(t, 1 / 30) - w * (_c(t, 1 / 42) - w * _c(t, 1 / 30))))) / z
+    return series + _c(t, 0.5) * w + recip2
+
+
+def trigamma(x: object) -> hl.Expr:
+    """psi'(x) (polygamma(1, x)): recurrence and asymptotic series; reflection below 0 (pi^2 / sin^2(pi x) -
+    psi'(1 - x)); +inf at the poles 0, -1, ... as torch."""
+    x = _float(x)
+    t = x.type()
+    s = hl.sin(_c(t, math.pi) * (x - hl.round(x)))
+    reflected = _c(t, math.pi ** 2) / (s * s) - _trigamma_positive(_c(t, 1) - x)
+    value = hl.select(x < _c(t, 0.5), reflected, _trigamma_positive(hl.max(x, _c(t, 0.5))))
+    pole = (x <= _c(t, 0)) & (x == hl.floor(x))
+    tiny = hl.abs(x) < _c(t, 1e-30)
+    return hl.select(is_nan_bits(x), x, x == _c(t, math.inf), _c(t, 0), pole, _c(t, math.inf),
+                     tiny, _c(t, 1) / (x * x), value)
