@@ -238,7 +238,7 @@ def build(meta: KernelMeta, source: str, workdir: Path, caps: Optional[DeviceCap
         _redefine_symbols(workdir / "kernel.o", {real: f"hx_{meta.target}_run"})
         glue += LAUNCH_WRAPPER.format(real=real, api=meta.target, slack=LOCAL_SLACK)
     if meta.target == "cuda":
-        if any(f"hx.{name}(" in source for name in hx.MARKING):
+        if marked:
             ptx.check_markers(meta.halide_target)
         fast = ptx.rewrite_object(workdir / "kernel.o", meta.fast_math)
         if fast:
@@ -261,7 +261,8 @@ def code_version() -> str:
     """Digest of the code that shapes a built kernel (schedules, glue, the helpers kernels call, native runtime): part
     of every cache key."""
     root = Path(__file__).parent
-    files = sorted([*root.glob("schedule/*.py"), root / "compiler.py", root / "halide_helpers.py", root / "meta.py",
+    files = sorted([*root.glob("schedule/*.py"), root / "compiler.py", root / "halide_helpers.py", root / "special_math.py",
+                    root / "meta.py",
                     *root.glob("target/*.py"), *root.glob("native/*.cpp")])
     return cache.cache_key(*(f.read_text() for f in files))
 
