@@ -8,8 +8,8 @@ from typing import Iterator
 
 import halide as hl
 
-from .special_math import (copysign, digamma, erf, exp, expm1, lgamma, log, log1p, log2, nextafter,  # noqa: F401
-                           trigamma)
+from .special_math import (_expr, _unify, copysign, digamma, erf, exp, expm1, lgamma, log, log1p, log2,  # noqa: F401
+                           nextafter, trigamma)
 
 _building = threading.local()
 
@@ -29,10 +29,6 @@ def building_for(target: str) -> Iterator[None]:
 
 def _on_cuda() -> bool:
     return getattr(_building, "target", None) == "cuda"
-
-
-def _expr(x: object) -> hl.Expr:
-    return x if isinstance(x, hl.Expr) else hl.Expr(x)
 
 
 # Helpers that leave a PTX marker when building for CUDA (target/ptx.py checks this Halide still emits them)
@@ -144,14 +140,6 @@ def tanh_vec(x: hl.Expr) -> hl.Expr:
 
 def _is_int(e: hl.Expr) -> bool:
     return e.type().is_int() or e.type().is_uint()
-
-
-def _unify(a: object, b: object) -> tuple[hl.Expr, hl.Expr]:
-    a, b = _expr(a), _expr(b)
-    if a.type() != b.type():  # Halide's own coercion (float wins, then the wider int): the type of ``a + b``
-        t = (a + b).type()
-        a, b = hl.cast(t, a), hl.cast(t, b)
-    return a, b
 
 
 def _wrapping(op: str, a: object, b: object) -> hl.Expr:

@@ -16,25 +16,22 @@ def _float_operand(*xs: Any) -> bool:
 _ZERO = re.compile(r"^(hl\.cast\(hl\.\w+\(\d+\), )?(hl\.f64\()?-?0(\.0)?\)?\)?$")
 
 
-def _is_constant_zero(x: Any) -> bool:
-    """Whether the CSE variable ``x`` holds a constant ±0 (its expression text, from the kernel's CSE cache)."""
+def _expression_texts(x: Any) -> list[str]:
+    """The texts a CSE variable (or literal) stands for: itself and its expressions in the kernel's CSE cache."""
     from torch._inductor.virtualized import V
 
-    if _ZERO.match(str(x)):
-        return True
-    for key, var in getattr(getattr(V.kernel, "cse", None), "_cache", {}).items():
-        if var is x:
-            return bool(_ZERO.match(key if isinstance(key, str) else str(key[0])))
-    return False
+    cache = getattr(getattr(V.kernel, "cse", None), "_cache", {})
+    return [str(x)] + [key if isinstance(key, str) else str(key[0]) for key, var in cache.items() if var is x]
+
+
+def _is_constant_zero(x: Any) -> bool:
+    """Whether the CSE variable ``x`` holds a constant ±0."""
+    return any(_ZERO.match(text) for text in _expression_texts(x))
 
 
 def _constant_value(x: Any) -> Any:
     """The number a CSE variable (or literal) holds when it is a constant, else None."""
-    from torch._inductor.virtualized import V
-
-    texts = [str(x)] + [key if isinstance(key, str) else str(key[0])
-                        for key, var in getattr(getattr(V.kernel, "cse", None), "_cache", {}).items() if var is x]
-    for text in texts:
+    for text in _expression_texts(x):
         m = re.match(r"^(?:hl\.cast\(hl\.\w+\(\d+\), )?(?:hl\.(?:f64|i64|i32)\()?(-?\d+(?:\.0*)?)\)?\)?$", text.strip())
         if m:
             return int(float(m.group(1)))

@@ -18,6 +18,7 @@ def _unify(a: object, b: object) -> tuple[hl.Expr, hl.Expr]:
         a, b = hl.cast(t, a), hl.cast(t, b)
     return a, b
 
+
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 _SHIFT = 8  # lgamma/digamma recur up to here, then use the asymptotic series (error < 1e-11 beyond 8)
 
@@ -112,30 +113,35 @@ def nextafter(a: object, b: object) -> hl.Expr:
     outward = (a < b) == (a > _c(t, 0))  # the magnitude grows: a > 0 going up, a < 0 going down
     stepped = hl.reinterpret(t, hl.select(outward, bits + 1, bits - 1))
     smallest = hl.reinterpret(t, (hl.reinterpret(u, b) & (hl.cast(u, 1) << (t.bits() - 1))) | hl.cast(u, 1))
-    return hl.select(hl.is_nan(a) | hl.is_nan(b), a + b, a == b, b, a == _c(t, 0), smallest, stepped)
+    return hl.select(is_nan_bits(a) | is_nan_bits(b), a + b, a == b, b, a == _c(t, 0), smallest, stepped)
 
 
-def _shifted(x: hl.Expr) -> tuple[hl.Expr, hl.Expr, hl.Expr]:
-    """(z, product, reciprocal sum): z = x + n >= _SHIFT (x > 0), product and sum of 1/(x + k) over k < n."""
+def _shifted(x: hl.Expr) -> tuple[hl.Expr, hl.Expr, hl.Expr, hl.Expr]:
+    """(z, product, sum of 1/(x + k), sum of 1/(x + k)^2) over k < n, z = x + n >= _SHIFT (x > 0)."""
     t = x.type()
-    z, prod, recip = x, _c(t, 1), _c(t, 0)
+    z, prod, recip, recip2 = x, _c(t, 1), _c(t, 0), _c(t, 0)
     for _ in range(_SHIFT):
         low = z < _c(t, _SHIFT)
         prod = hl.select(low, prod * z, prod)
         recip = hl.select(low, recip + _c(t, 1) / z, recip)
+        recip2 = hl.select(low, recip2 + _c(t, 1) / (z * z), recip2)
         z = hl.select(low, z + _c(t, 1), z)
-    return z, prod, recip
+    return z, prod, recip, recip2
 
 
-def _sinpi_abs(x: hl.Expr) -> hl.Expr:
-    """|sin(pi x)| with the argument reduced exactly first (x - round(x) is exact in floating point)."""
-    r = x - hl.round(x)
-    return hl.abs(hl.sin(_c(x.type(), math.pi) * r))
+def _sinpi(x: hl.Expr) -> hl.Expr:
+    """sin(pi x) with the argument reduced exactly first (x - round(x) is exact in floating point)."""
+    return hl.sin(_c(x.type(), math.pi) * (x - hl.round(x)))
+
+
+def _pole(x: hl.Expr) -> hl.Expr:
+    """x is 0 or a negative integer."""
+    return (x <= _c(x.type(), 0)) & (x == hl.floor(x))
 
 
 def _lgamma_positive(x: hl.Expr) -> hl.Expr:
     t = x.type()
-    z, prod, _ = _shifted(x)
+    z, prod, _, _ = _shifted(x)
     w = _c(t, 1) / (z * z)
     series = (_c(t, 1 / 12) + w * (_c(t, -1 / 360) + w * (_c(t, 1 / 1260) + w * _c(t, -1 / 1680)))) / z
     return (z - _c(t, 0.5)) * log(z) - z + _c(t, _HALF_LOG_2PI) + series - log(prod)
@@ -145,17 +151,16 @@ def lgamma(x: object) -> hl.Expr:
     """log|Gamma(x)|: recurrence up to 8, Stirling's series; reflection below 0.5; +inf at the poles (0, -1, ...)."""
     x = _float(x)
     t = x.type()
-    reflected = log(_c(t, math.pi) / _sinpi_abs(x)) - _lgamma_positive(_c(t, 1) - x)
+    reflected = log(_c(t, math.pi) / hl.abs(_sinpi(x))) - _lgamma_positive(_c(t, 1) - x)
     inf = _c(t, math.inf)
-    pole = (x <= _c(t, 0)) & (x == hl.floor(x))
     value = hl.select(x < _c(t, 0.5), reflected, _lgamma_positive(hl.max(x, _c(t, 0.5))))
     tiny = hl.abs(x) < _c(t, 1e-30)  # Gamma(x) ~ 1/x (the recurrence's product would flush to 0)
-    return hl.select(is_nan_bits(x), x, hl.is_inf(x), inf, pole, inf, tiny, -log(hl.abs(x)), value)
+    return hl.select(is_nan_bits(x), x, hl.abs(x) == inf, inf, _pole(x), inf, tiny, -log(hl.abs(x)), value)
 
 
 def _digamma_positive(x: hl.Expr) -> hl.Expr:
     t = x.type()
-    z, _, recip = _shifted(x)
+    z, _, recip, _ = _shifted(x)
     w = _c(t, 1) / (z * z)
     series = w * (_c(t, 1 / 12) - w * (_c(t, 1 / 120) - w * (_c(t, 1 / 252) - w * _c(t, 1 / 240))))
     return log(z) - _c(t, 0.5) / z - series - recip
@@ -179,11 +184,7 @@ def digamma(x: object) -> hl.Expr:
 
 def _trigamma_positive(x: hl.Expr) -> hl.Expr:
     t = x.type()
-    z, recip2 = x, _c(t, 0)
-    for _ in range(_SHIFT):
-        low = z < _c(t, _SHIFT)
-        recip2 = hl.select(low, recip2 + _c(t, 1) / (z * z), recip2)
-        z = hl.select(low, z + _c(t, 1), z)
+    z, _, _, recip2 = _shifted(x)
     w = _c(t, 1) / (z * z)
     # psi1(z) ~ 1/z + 1/(2 z^2) + 1/(6 z^3) - 1/(30 z^5) + 1/(42 z^7) - 1/(30 z^9)
     series = (_c(t, 1) + w * (_c(t, 1 / 6) - w * (_c(t, 1 / 30) - w * (_c(t, 1 / 42) - w * _c(t, 1 / 30))))) / z
@@ -195,10 +196,9 @@ def trigamma(x: object) -> hl.Expr:
     psi'(1 - x)); +inf at the poles 0, -1, ... as torch."""
     x = _float(x)
     t = x.type()
-    s = hl.sin(_c(t, math.pi) * (x - hl.round(x)))
+    s = _sinpi(x)
     reflected = _c(t, math.pi ** 2) / (s * s) - _trigamma_positive(_c(t, 1) - x)
     value = hl.select(x < _c(t, 0.5), reflected, _trigamma_positive(hl.max(x, _c(t, 0.5))))
-    pole = (x <= _c(t, 0)) & (x == hl.floor(x))
     tiny = hl.abs(x) < _c(t, 1e-30)
-    return hl.select(is_nan_bits(x), x, x == _c(t, math.inf), _c(t, 0), pole, _c(t, math.inf),
+    return hl.select(is_nan_bits(x), x, x == _c(t, math.inf), _c(t, 0), _pole(x), _c(t, math.inf),
                      tiny, _c(t, 1) / (x * x), value)

@@ -24,7 +24,8 @@ def schedule_updates(rec: Recorder, plan: Plan, out: hl.Func, label: str, spec: 
     - with no such RVar, or ``parallel_updates=0`` (the last-resort schedule), serially (one GPU work-item)."""
     for i in range(out.num_update_definitions()):
         stage, lbl = out.update(i), f"{label}.update({i})"
-        rvars = list(out.rvars(i))
+        domain = list(out.rvars(i))
+        rvars = domain
         names = {_expr_text(a) for a in out.update_args(i)}
         direct = [r for r in rvars if r.name() in names]
         accumulates = bool(re.search(rf"\b{re.escape(out.name())}\(", _expr_text(out.update_value(i))))
@@ -46,7 +47,7 @@ def schedule_updates(rec: Recorder, plan: Plan, out: hl.Func, label: str, spec: 
             rec(stage, lbl, "atomic", True)  # a read-modify-write of one element: no associativity proof needed
         else:
             rec(stage, lbl, "allow_race_conditions")
-        extents = dict(zip([r.name() for r in out.rvars(i)], _dom_extents(plan, len(out.rvars(i)))))
+        extents = dict(zip([r.name() for r in domain], _dom_extents(plan, len(domain))))
         n = total([extents.get(r.name()) for r in rvars])
         fused = rvars[0]
         for j, r in enumerate(rvars[1:]):
