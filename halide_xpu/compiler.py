@@ -261,8 +261,8 @@ def code_version() -> str:
     """Digest of the code that shapes a built kernel (schedules, glue, the helpers kernels call, native runtime): part
     of every cache key."""
     root = Path(__file__).parent
-    files = sorted([*root.glob("schedule/*.py"), root / "compiler.py", root / "halide_helpers.py", root / "special_math.py",
-                    root / "meta.py",
+    files = sorted([*root.glob("schedule/*.py"), root / "compiler.py", root / "halide_helpers.py",
+                    *root.glob("special_*.py"), root / "meta.py",
                     *root.glob("target/*.py"), *root.glob("native/*.cpp")])
     return cache.cache_key(*(f.read_text() for f in files))
 

@@ -287,7 +287,10 @@ def _finish(record: dict[str, Any], target: str) -> dict[str, Any]:
     stats = halide_xpu.stats
     record["kernels"] = int(stats.counters.get("kernels_generated", 0))
     record["fallbacks"] = [f"{','.join(f.nodes)}: {f.reason}"[:300] for f in stats.fallbacks][:5]
-    if record["cls"] == "pass" and target in HALIDE_XPU_TARGETS:
+    if record["cls"] == "mismatch" and target in HALIDE_XPU_TARGETS and record["kernels"] == 0 \
+            and not stats.fallbacks:  # no kernel of ours ran: Inductor's or ATen's number (the anchors' too)
+        record.update(cls="no_kernel", reason="mismatch without a halide_xpu kernel: " + record["reason"])
+    elif record["cls"] == "pass" and target in HALIDE_XPU_TARGETS:
         if stats.fallbacks:
             record.update(cls="no_kernel", reason="fallback: " + record["fallbacks"][0])
         elif record["kernels"] == 0:
@@ -298,6 +301,8 @@ def _finish(record: dict[str, Any], target: str) -> dict[str, Any]:
         record["kernels"] = int(metrics.generated_kernel_count)
         if record["cls"] == "pass" and record["kernels"] == 0:
             record.update(cls="no_kernel", reason="Inductor generated no kernel")
+        elif record["cls"] == "mismatch" and record["kernels"] == 0:
+            record.update(cls="no_kernel", reason="mismatch without an Inductor kernel: " + record["reason"])
     return record
 
 

@@ -9,7 +9,10 @@ from typing import Iterator
 import halide as hl
 
 from .special_math import (_expr, _unify, copysign, digamma, erf, exp, expm1, lgamma, log, log1p, log2,  # noqa: F401
-                           nextafter, trigamma)
+                           frexp_exponent, frexp_mantissa, nextafter, trigamma)
+from .special_functions import (airy_ai, bessel_i, bessel_j, bessel_k, bessel_y, erfcx, erfinv, igamma,  # noqa: F401
+                                log_ndtr, ndtri, polygamma, spherical_bessel_j0, zeta)
+from .special_polynomials import chebyshev, hermite_h, hermite_he, laguerre_l, legendre_p  # noqa: F401
 
 _building = threading.local()
 
@@ -57,7 +60,7 @@ def bf16_round(value: hl.Expr) -> hl.Expr:
     target/ptx.py turns the mark into the hardware conversion (``cvt.rn.bf16.f32``, round to nearest even) and back
     (Halide's LLVM cannot emit bf16 conversions for CUDA)."""
     if _on_cuda():
-        return hl.fast_inverse(hl.cast(hl.Float(32), value))
+        return hl.fast_inverse(hl.fast_inverse(hl.cast(hl.Float(32), value)))  # a chain: see target/ptx.py
     return bf16_to_f32(bf16_bits(value))
 
 
@@ -78,7 +81,7 @@ def cuda_exp(x: hl.Expr) -> hl.Expr:
     x = _expr(x)
     if x.type() == hl.Float(64) or not _on_cuda():
         return exp(x)
-    marked = hl.fast_inverse_sqrt(hl.cast(hl.Float(32), x))
+    marked = hl.fast_inverse_sqrt(hl.fast_inverse_sqrt(hl.cast(hl.Float(32), x)))  # a chain: see target/ptx.py
     return hl.cast(x.type(), marked) if x.type().is_float() and x.type().bits() < 32 else marked
 
 

@@ -50,6 +50,27 @@ def _int_semantics(name: str, plain: str) -> Any:
     return staticmethod(op)
 
 
+def _require_fp64(what: str) -> None:
+    """Special functions compute in float64: a device without it falls back (logged by the scheduling)."""
+    from torch._inductor.virtualized import V
+
+    from .target import targets
+
+    target = V.kernel.target_name()
+    if not targets.has_fp64(target, V.graph.get_current_device_or_throw()):
+        raise Unsupported(f"{what} (computed in float64, which this {target} device lacks)")
+
+
+def _special(name: str, call: str) -> Any:
+    """An op computed by ``hx.<call>`` in float64 where the device has it."""
+
+    def op(*xs: Any) -> str:
+        _require_fp64(name)
+        return "hx." + call.format(*xs)
+
+    return staticmethod(op)
+
+
 class HalideXpuOverrides(HalideOverrides):
     """Upstream lowers ``exp`` to ``hl.fast_exp`` (garbage outside its range, ~5 ulp inside); we use ``hx.exp`` (Halide's
     exp, argument clamped), or on CUDA with fast math the hardware exp2 (``halide_helpers.cuda_exp``)."""
@@ -77,9 +98,6 @@ class HalideXpuOverrides(HalideOverrides):
             return f"hx.div_by_zero({a}, {b})"
         return f"{a} / {b}"
 
-    @staticmethod
-    def erfcx(x: Any) -> str:
-        raise Unsupported("erfcx (exp(x*x) * erfc(x) loses all precision for x > 3)")
 
     @classmethod
     def halide_clamp(cls, value: Any, size: Any, check: bool) -> str:
@@ -133,11 +151,75 @@ class HalideXpuOverrides(HalideOverrides):
 
     @staticmethod
     def polygamma(n: Any, x: Any) -> str:
-        """Orders 0 (digamma) and 1 (trigamma, digamma's derivative) where ``n`` is a constant; others fall back."""
+        """Orders 0 (digamma) and 1 (trigamma) in the argument's type; higher constant orders through the Hurwitz
+        zeta in float64; an order that is not a constant falls back."""
         order = _constant_value(n)
-        if order not in (0, 1):
-            raise Unsupported(f"polygamma of order {order if order is not None else n} (orders 0 and 1 only)")
-        return f"hx.{'digamma' if order == 0 else 'trigamma'}({x})"
+        if order is None or order < 0:
+            raise Unsupported(f"polygamma of order {order if order is not None else n} (a constant order >= 0 only)")
+        if order < 2:
+            return f"hx.{'digamma' if order == 0 else 'trigamma'}({x})"
+        _require_fp64(f"polygamma of order {order}")
+        return f"hx.polygamma({order}, {x})"
+
+    # torch.special's Bessel, Airy, error-function-inverse, zeta, incomplete gamma and orthogonal polynomials:
+    # computed in float64 (special_functions.py, special_polynomials.py)
+    i0 = _special("i0", "bessel_i({}, 0, False)")
+    modified_bessel_i0 = _special("modified_bessel_i0", "bessel_i({}, 0, False)")
+    i0e = _special("i0e", "bessel_i({}, 0, True)")
+    i1 = _special("i1", "bessel_i({}, 1, False)")
+    modified_bessel_i1 = _special("modified_bessel_i1", "bessel_i({}, 1, False)")
+    i1e = _special("i1e", "bessel_i({}, 1, True)")
+    modified_bessel_k0 = _special("modified_bessel_k0", "bessel_k({}, 0, False)")
+    modified_bessel_k1 = _special("modified_bessel_k1", "bessel_k({}, 1, False)")
+    scaled_modified_bessel_k0 = _special("scaled_modified_bessel_k0", "bessel_k({}, 0, True)")
+    scaled_modified_bessel_k1 = _special("scaled_modified_bessel_k1", "bessel_k({}, 1, True)")
+    bessel_j0 = _special("bessel_j0", "bessel_j({}, 0)")
+    bessel_j1 = _special("bessel_j1", "bessel_j({}, 1)")
+    bessel_y0 = _special("bessel_y0", "bessel_y({}, 0)")
+    bessel_y1 = _special("bessel_y1", "bessel_y({}, 1)")
+    spherical_bessel_j0 = _special("spherical_bessel_j0", "spherical_bessel_j0({})")
+    airy_ai = _special("airy_ai", "airy_ai({})")
+    erfinv = _special("erfinv", "erfinv({})")
+    ndtri = _special("ndtri", "ndtri({})")
+    erfcx = _special("erfcx", "erfcx({})")
+    log_ndtr = _special("log_ndtr", "log_ndtr({})")
+    zeta = _special("zeta", "zeta({}, {})")
+    @staticmethod
+    def igamma(a: Any, x: Any, upper: bool = False) -> str:
+        """P(a, x): a series and a continued fraction unrolled 128 steps each. LLVM's NVPTX backend takes minutes on
+        that much float64 code, so CUDA falls back (Triton)."""
+        from torch._inductor.virtualized import V
+
+        name = "igammac" if upper else "igamma"
+        if V.kernel.target_name() == "cuda":
+            raise Unsupported(f"{name} on CUDA (minutes of NVPTX compile time for the unrolled expansions)")
+        _require_fp64(name)
+        return f"hx.igamma({a}, {x}, {upper})"
+
+    @staticmethod
+    def igammac(a: Any, x: Any) -> str:
+        return HalideXpuOverrides.igamma(a, x, upper=True)
+    chebyshev_polynomial_t = _special("chebyshev_polynomial_t", "chebyshev('t', {}, {})")
+    chebyshev_polynomial_u = _special("chebyshev_polynomial_u", "chebyshev('u', {}, {})")
+    chebyshev_polynomial_v = _special("chebyshev_polynomial_v", "chebyshev('v', {}, {})")
+    chebyshev_polynomial_w = _special("chebyshev_polynomial_w", "chebyshev('w', {}, {})")
+    shifted_chebyshev_polynomial_t = _special("shifted_chebyshev_polynomial_t", "chebyshev('t', {}, {}, True)")
+    shifted_chebyshev_polynomial_u = _special("shifted_chebyshev_polynomial_u", "chebyshev('u', {}, {}, True)")
+    shifted_chebyshev_polynomial_v = _special("shifted_chebyshev_polynomial_v", "chebyshev('v', {}, {}, True)")
+    shifted_chebyshev_polynomial_w = _special("shifted_chebyshev_polynomial_w", "chebyshev('w', {}, {}, True)")
+    hermite_polynomial_h = _special("hermite_polynomial_h", "hermite_h({}, {})")
+    hermite_polynomial_he = _special("hermite_polynomial_he", "hermite_he({}, {})")
+    laguerre_polynomial_l = _special("laguerre_polynomial_l", "laguerre_l({}, {})")
+    legendre_polynomial_p = _special("legendre_polynomial_p", "legendre_p({}, {})")
+
+    @staticmethod
+    def frexp(x: Any) -> tuple[Any, Any]:
+        """(mantissa, int32 exponent) as two values of the kernel, from the float's bits."""
+        from torch._inductor.virtualized import V
+
+        mantissa = V.kernel.cse.generate(V.kernel.compute, f"hx.frexp_mantissa({x})", dtype=x.dtype)
+        exponent = V.kernel.cse.generate(V.kernel.compute, f"hx.frexp_exponent({x})", dtype=torch.int32)
+        return mantissa, exponent
 
     @staticmethod
     def nextafter(a: Any, b: Any) -> str:

@@ -1,5 +1,5 @@
 """Halide expressions for math Halide lacks or gets wrong at special values: log (inf, NaN, subnormals on the host),
-log1p/expm1 (near 0), erf (±inf), log2, copysign, nextafter, lgamma, digamma, trigamma."""
+log1p/expm1 (near 0), erf (±inf), log2, copysign, nextafter, frexp, lgamma, digamma, trigamma."""
 from __future__ import annotations
 
 import math
@@ -202,3 +202,29 @@ def trigamma(x: object) -> hl.Expr:
     tiny = hl.abs(x) < _c(t, 1e-30)
     return hl.select(is_nan_bits(x), x, x == _c(t, math.inf), _c(t, 0), _pole(x), _c(t, math.inf),
                      tiny, _c(t, 1) / (x * x), value)
+
+
+def _frexp_bits(x: hl.Expr) -> tuple[hl.Expr, hl.Expr, hl.Expr]:
+    """(x in float64 scaled into the normal range, its biased exponent, the scale's exponent)."""
+    y = hl.cast(hl.Float(64), x)
+    sub = hl.abs(y) < hl.f64(2.0 ** -1022)
+    y = hl.select(sub, y * hl.f64(2.0 ** 54), y)
+    biased = hl.cast(hl.Int(32), (hl.reinterpret(hl.UInt(64), y) >> 52) & hl.u64(0x7FF))
+    return y, biased, hl.select(sub, 54, 0)
+
+
+def frexp_mantissa(x: object) -> hl.Expr:
+    """C's frexp mantissa (0.5 <= |m| < 1, sign kept); ±0, ±inf and NaN are returned as they are."""
+    x = _float(x)
+    y, biased, _ = _frexp_bits(x)
+    mask = hl.u64(~(0x7FF << 52) & 0xFFFFFFFFFFFFFFFF)
+    m = hl.reinterpret(hl.Float(64), (hl.reinterpret(hl.UInt(64), y) & mask) | hl.u64(1022 << 52))
+    special = (x == _c(x.type(), 0)) | (biased == 0x7FF)
+    return hl.select(special, x, hl.cast(x.type(), m))
+
+
+def frexp_exponent(x: object) -> hl.Expr:
+    """C's frexp exponent as int32; 0 for ±0, ±inf and NaN (torch's values)."""
+    x = _float(x)
+    _, biased, scale = _frexp_bits(x)
+    return hl.select((x == _c(x.type(), 0)) | (biased == 0x7FF), 0, biased - 1022 - scale)

@@ -73,13 +73,13 @@ def _cuda_object(tmp_path: Path, fn) -> Path:
 def test_rewrite_of_halide_ptx(tmp_path):
     obj = _cuda_object(tmp_path, lambda e: hx.cuda_exp(e) / (e + 1) + 1.0 / e)
     source = ptx.extract(obj.read_bytes())
-    assert ptx.EXP_MARKER in source and "div.rn.f32" in source and "rcp.rn.f32" in source
+    assert ptx.chains(source, ptx.EXP_MARKER) and "div.rn.f32" in source and "rcp.rn.f32" in source
     new, counts = ptx.rewrite(source)
     assert counts["exp"] == counts["div"] == counts["rcp"] > 0
-    assert ptx.EXP_MARKER not in new and "div.rn.f32" not in new and "rcp.rn.f32" not in new
+    assert not ptx.chains(new, ptx.EXP_MARKER) and "div.rn.f32" not in new and "rcp.rn.f32" not in new
     assert new.count("ex2.approx.ftz.f32") == counts["exp"] and "div.full.f32" in new
     exact, counts = ptx.rewrite(source, fast_division=False)
-    assert counts["div"] == 0 and "div.rn.f32" in exact and ptx.EXP_MARKER not in exact
+    assert counts["div"] == 0 and "div.rn.f32" in exact and not ptx.chains(exact, ptx.EXP_MARKER)
     # the glue compiles and exports nothing new (the initialiser is hidden)
     glue = tmp_path / "glue.cpp"
     glue.write_text(ptx.glue_source(new))
@@ -92,9 +92,28 @@ def test_rewrite_of_halide_ptx(tmp_path):
 def test_bf16_marker(tmp_path):
     obj = _cuda_object(tmp_path, lambda e: hx.bf16_round(e * 3) + hl.cast(hl.Float(32), hx.bf16_bits(e)))
     new, counts = ptx.rewrite(ptx.extract(obj.read_bytes()), fast_division=False)
-    assert counts["bf16"] == new.count("cvt.rn.bf16.f32") > 0 and ptx.BF16_MARKER not in new
+    assert counts["bf16"] == new.count("cvt.rn.bf16.f32") > 0 and not ptx.chains(new, ptx.BF16_MARKER)
     assert ptx.rewrite_object(obj, fast_division=False)
     ptx.check_markers(CUDA_TARGET)  # this Halide keeps both markers
+
+
+def test_libdevice_rsqrt_is_not_a_marker(tmp_path):
+    """libdevice's float64 acos/asin start from a lone ``rsqrt.approx.ftz.f32``: it must survive the rewrite (it was
+    once expanded into an exp, and float64 acos on CUDA gave garbage)."""
+    x, xo, xi = hl.Var("x"), hl.Var("xo"), hl.Var("xi")
+    d = hl.ImageParam(hl.Float(64), 1, "d")
+    f = hl.Func("f")
+    with hx.building_for("cuda"):
+        f[x] = hx.cuda_exp(hl.cast(hl.Float(32), d[x])) + hl.cast(hl.Float(32), hl.acos(d[x]))
+    f.gpu_tile(x, xo, xi, 64)
+    obj = tmp_path / "k.o"
+    f.compile_to({hl.OutputFileType.object: str(obj)}, [d], "k", hl.Target(CUDA_TARGET))
+    source = ptx.extract(obj.read_bytes())
+    lone = source.count(ptx.EXP_MARKER) - 2 * ptx.chains(source, ptx.EXP_MARKER)
+    assert lone > 0
+    new, counts = ptx.rewrite(source)
+    assert counts["exp"] == ptx.chains(source, ptx.EXP_MARKER) > 0
+    assert new.count(ptx.EXP_MARKER) == lone + counts["exp"]  # libdevice's lines and the dead inner links
 
 
 def test_kernels_without_fast_math_are_untouched(tmp_path):

@@ -4,8 +4,10 @@ Halide 21's CUDA backend lowers ``exp`` to a ~20-instruction polynomial with two
 division to IEEE ``div.rn.f32``, and cannot emit bf16 conversions (its LLVM crashes); its Python API has no way to
 reach ``ex2.approx`` or ``cvt.rn.bf16.f32``. Kernels therefore mark each fp32 ``exp`` (with
 ``config.cuda_fast_math``) with ``hl.fast_inverse_sqrt`` (``halide_helpers.cuda_exp``) and each rounding to bf16
-with ``hl.fast_inverse`` (``halide_helpers.bf16_round`` when building for CUDA) — nothing else in our kernels emits
-``rsqrt.approx.ftz.f32`` or ``rcp.rn.ftz.f32`` — and the PTX is rewritten before the driver sees it:
+with ``hl.fast_inverse`` (``halide_helpers.bf16_round`` when building for CUDA), each applied twice in a row, and the
+PTX is rewritten before the driver sees it. A marker is the *chain* (``rsqrt.approx.ftz.f32`` of an
+``rsqrt.approx.ftz.f32`` result; ``rcp.rn.ftz.f32`` likewise): libdevice's float64 functions use a single
+``rsqrt.approx.ftz.f32`` as a first guess (``acos``, ``asin``), and rewriting those gave float64 ``acos`` garbage.
 
 - the exp marker becomes a range-reduced ``exp``: ``k = rint(x log2 e)`` (k in [-126, 127]), ``r = x - k ln 2`` in
   two parts, ``2^(r log2 e)`` on the exp2 unit, times ``2^k`` built in the exponent bits; ~3 ulp, NaN/±inf exact,
@@ -81,17 +83,40 @@ def extract(obj: bytes) -> str:
     return obj[start:end].decode("ascii")
 
 
+def _expand_chains(ptx: str, name: str, marker: str, pattern: re.Pattern, block: str) -> tuple[str, int]:
+    """Replace each marker instruction whose operand is another marker instruction's result by ``block`` applied to
+    the inner one's operand (the inner line stays: dead code). Lone marker instructions (libdevice's) are kept."""
+    sources = {m.group(2): m.group(3) for m in pattern.finditer(ptx)}  # result register -> operand
+
+    def expand(m: re.Match) -> str:
+        inner = sources.get(m.group(3))
+        if inner is None:
+            return m.group(0)
+        return block.format(indent=m.group(1), d=m.group(2), x=inner)
+
+    out, _ = pattern.subn(expand, ptx)
+    count = sum(1 for m in pattern.finditer(ptx) if m.group(3) in sources)
+    if any(marker in line and not pattern.match(line) for line in out.splitlines()):
+        line = next(l for l in out.splitlines() if marker in l and not pattern.match(l))
+        raise RuntimeError(f"halide_xpu: cannot expand the {name} marker in PTX line {line.strip()!r}")
+    return out, count
+
+
+def chains(ptx: str, marker: str) -> int:
+    """How many marker chains ``ptx`` holds (0 after ``rewrite``)."""
+    pattern = _marker_line(marker)
+    results = {m.group(2) for m in pattern.finditer(ptx)}
+    return sum(1 for m in pattern.finditer(ptx) if m.group(3) in results)
+
+
 def rewrite(ptx: str, fast_division: bool = True) -> tuple[str, dict[str, int]]:
-    """``ptx`` with exp and bf16 markers expanded and (``fast_division``) fp32 division/reciprocal approximated;
-    also the number of each rewrite."""
+    """``ptx`` with exp and bf16 marker chains expanded and (``fast_division``) fp32 division/reciprocal
+    approximated; also the number of each rewrite."""
     counts = {"exp": 0, "bf16": 0, "div": 0, "rcp": 0}
     out = ptx
     for name, marker, pattern, block in (("exp", EXP_MARKER, _EXP_LINE, _EXP_BLOCK),
                                          ("bf16", BF16_MARKER, _BF16_LINE, _BF16_BLOCK)):
-        out, counts[name] = pattern.subn(lambda m, b=block: b.format(indent=m.group(1), d=m.group(2), x=m.group(3)), out)
-        if marker in out:  # a predicated or otherwise unexpected form: refuse rather than compute 1/sqrt(x)
-            line = next(l for l in out.splitlines() if marker in l)
-            raise RuntimeError(f"halide_xpu: cannot expand the {name} marker in PTX line {line.strip()!r}")
+        out, counts[name] = _expand_chains(out, name, marker, pattern, block)
     if fast_division:
         out, counts["div"] = re.subn(r"\bdiv\.rn\.f32\b", "div.full.f32", out)
         out, counts["rcp"] = re.subn(r"\brcp\.rn\.f32\b", "rcp.approx.f32", out)

@@ -71,6 +71,17 @@ def _cuda_caps() -> DeviceCaps:
     return DeviceCaps(True, props.multi_processor_count, 4, max_work_group=1024, sub_group=32, local_mem=shared)
 
 
+def has_fp64(target: str, device: Optional[Any] = None) -> bool:
+    """Whether kernels of ``target`` may compute in float64 (the special functions do)."""
+    if target in ("host", "cuda"):
+        return True
+    if target == "opencl":
+        return opencl_devices.require_device().fp64
+    if target == "sycl":
+        return sycl_devices.device_info(getattr(device, "type", None) or "cpu", getattr(device, "index", None) or 0).fp64
+    return False
+
+
 def _common_features() -> list[str]:
     feats = ["strict_float", "no_runtime"]
     if not config.asserts:
