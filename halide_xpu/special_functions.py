@@ -356,17 +356,17 @@ def polygamma(n: int, x: object) -> hl.Expr:
 
 
 # ------------------------------------------------------------------ regularized incomplete gamma functions
-_IGAMMA_STEPS = 128  # series terms and continued-fraction steps; enough for a up to ~800 near x = a
+IGAMMA_STEPS = 128  # series terms and continued-fraction steps: converged for a up to ~200 near x = a
 
 
-def _igamma_parts(a: hl.Expr, x: hl.Expr) -> tuple[hl.Expr, hl.Expr, hl.Expr]:
+def _igamma_parts(a: hl.Expr, x: hl.Expr, steps: int) -> tuple[hl.Expr, hl.Expr, hl.Expr]:
     """(P(a, x), Q(a, x), converged) for a, x > 0 in float64: the power series of P below x = a + 1, the continued
     fraction of Q (modified Lentz) above. Not converged (a large, x near a) gives NaN, never a truncated value."""
     from .special_math import lgamma
 
     xs = hl.min(x, a + 1.0)  # the series' argument, the fraction's below
     term, total = _d(1), _d(1)
-    for k in range(1, _IGAMMA_STEPS):
+    for k in range(1, steps):
         term = term * xs / (a + _d(k))
         total = total + term
     series_ok = term <= total * _d(1e-15)
@@ -376,7 +376,7 @@ def _igamma_parts(a: hl.Expr, x: hl.Expr) -> tuple[hl.Expr, hl.Expr, hl.Expr]:
     b = xc + 1.0 - a
     c, d = _d(1) / tiny, _d(1) / b
     h, delta = d, _d(0)
-    for i in range(1, _IGAMMA_STEPS):
+    for i in range(1, steps):
         an = -_d(i) * (_d(i) - a)
         b = b + 2.0
         d = an * d + b
@@ -393,7 +393,7 @@ def _igamma_parts(a: hl.Expr, x: hl.Expr) -> tuple[hl.Expr, hl.Expr, hl.Expr]:
     return p, q, hl.select(below, series_ok, fraction_ok)
 
 
-def igamma(a: object, x: object, upper: bool) -> hl.Expr:
+def igamma(a: object, x: object, upper: bool, steps: int = IGAMMA_STEPS) -> hl.Expr:
     """Regularized lower (P) or upper (Q) incomplete gamma, torch's values at the edges: NaN for a < 0 or x < 0,
     a = 0 counts as P = 1 for x > 0, x = 0 as P = 0, x = inf as P = 1, a = inf as P = 0 (NaN with x = inf)."""
     a, x = _unify(_float(a), _float(x))
@@ -401,7 +401,7 @@ def igamma(a: object, x: object, upper: bool) -> hl.Expr:
     a, x = hl.cast(F64, a), hl.cast(F64, x)
     inf = _d(_INF)
     finite = (a > _d(0)) & (x > _d(0)) & (a < inf) & (x < inf)
-    p, q, ok = _igamma_parts(hl.select(finite, a, _d(1)), hl.select(finite, x, _d(1)))
+    p, q, ok = _igamma_parts(hl.select(finite, a, _d(1)), hl.select(finite, x, _d(1)), steps)
     value = q if upper else p
     one, zero = (_d(0), _d(1)) if upper else (_d(1), _d(0))  # "P = 1", "P = 0" as this function's value
     return hl.cast(t, _pick(is_nan_bits(a) | is_nan_bits(x) | (a < _d(0)) | (x < _d(0)), _d(_NAN),

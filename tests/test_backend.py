@@ -104,7 +104,21 @@ def test_opencl_device_selection(monkeypatch: pytest.MonkeyPatch) -> None:
     assert os.environ["HL_OCL_PLATFORM_NAME"] == dev.platform
 
 
-def test_unsupported_op_falls_back_and_is_logged(target: str, caplog: pytest.LogCaptureFixture) -> None:
+def _erfinv_unsupported(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every op has a lowering now: make one unsupported to exercise the fallback."""
+    from torch._inductor.codegen.halide import Unsupported
+
+    from halide_xpu.overrides import HalideXpuOverrides
+
+    def refuse(x: object) -> str:
+        raise Unsupported("erfinv (refused by the test)")
+
+    monkeypatch.setattr(HalideXpuOverrides, "erfinv", staticmethod(refuse))
+
+
+def test_unsupported_op_falls_back_and_is_logged(target: str, caplog: pytest.LogCaptureFixture,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    _erfinv_unsupported(monkeypatch)
     x, y = torch.randn(16, 16), torch.rand(7) * 1.8 - 0.9
     with caplog.at_level(logging.WARNING, logger="halide_xpu.scheduling"):
         code = compile_and_check(lambda x, y: (torch.softmax(x, -1), torch.special.erfinv(y) * 2), x, y, allow_fallback=True)
@@ -116,6 +130,7 @@ def test_unsupported_op_falls_back_and_is_logged(target: str, caplog: pytest.Log
 
 def test_fallback_disabled_raises(target: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(config, "fallback", False)
+    _erfinv_unsupported(monkeypatch)
     with pytest.raises(Exception, match="erfinv"):
         torch.compile(lambda x: torch.special.erfinv(x))(on_target(torch.rand(8) * 0.5))
 

@@ -156,8 +156,10 @@ def test_error_function_family_compiled(target: str) -> None:
 
 
 def test_zeta_polygamma_frexp_compiled(target: str) -> None:
+    """(Negative q is left to the pure tests above: for odd s the terms on both sides of 0 cancel to ~1e-11, where
+    float32 eager on CUDA is off by 1e-4.)"""
     x = XT[(XT != XT.round())]
-    compile_and_check(lambda x: (torch.polygamma(3, x), S.zeta(x.abs() + 1.5, x), torch.frexp(x)), x,
+    compile_and_check(lambda x: (torch.polygamma(3, x), S.zeta(x.abs() + 1.5, x.abs() + 0.25), torch.frexp(x)), x,
                       atol=1e-5, rtol=1e-5)
 
 
