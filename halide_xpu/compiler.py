@@ -203,7 +203,7 @@ def compile_scheduled(
             result = compile_fn(pipeline, arguments, target)
             stats.counters["halide_compiles"] += 1
             break
-        except hl.HalideError as e:
+        except (hl.HalideError, schedule.UnscheduledUpdate) as e:
             errors.append(f"{name}: {e}")
             log.debug("schedule %s rejected by Halide: %s", name, e)
     else:

@@ -85,11 +85,27 @@ def _snapshot_inputs(rec: Recorder, plan: Plan, meta: KernelMeta) -> None:
         pointwise.schedule_output(rec, plan, copy, meta.schedule.with_params(vector=1) if plan.caps.gpu else meta.schedule)
 
 
+class UnscheduledUpdate(RuntimeError):
+    """A schedule variant left an output's update definition without directives: the variant is rejected."""
+
+
+def _check_updates(rec: Recorder, plan: Plan) -> None:
+    """Every update of every output has a schedule. Halide only warns about a missed one, and runs it serially; in
+    a GPU kernel it runs on the host, through device buffers' host pointers (Llama's fp32 training step on CUDA
+    came out wrong that way)."""
+    for out in plan.outputs():
+        for i in range(out.num_update_definitions()):
+            if not {f"{out.name()}.update({i})", f"{out.name()}.update()" if i == 0 else ""} & rec.labels:
+                raise UnscheduledUpdate(f"{out.name()}.update({i}) has no schedule")
+
+
 def apply(variant: Variant, meta: KernelMeta, funcs: dict[str, Any], caps: DeviceCaps, source: str = "") -> list[str]:
     plan = Plan(meta, funcs, caps, source)
     rec = Recorder(unroll_lanes=plan.unroll_lanes)
     _snapshot_inputs(rec, plan, meta)
     variant(rec, plan, meta.schedule)
+    if variant is not _none:
+        _check_updates(rec, plan)
     if caps.gpu:
         separate_local_widths(rec)
     return rec.lines

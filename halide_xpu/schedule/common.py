@@ -49,11 +49,13 @@ class Recorder:
         self.computed_at: dict[str, tuple[hl.Func, str]] = {}  # Func name -> (Func, name of the Var it is computed at)
         self.block_vars: set[str] = set()  # Vars given to gpu_blocks / the block Var of gpu_tile
         self.unroll_lanes = unroll_lanes
+        self.labels: set[str] = set()  # every stage label given a directive ("f", "f.update(0)", ...)
 
     def __call__(self, stage: Any, label: str, method: str, *args: Any) -> Any:
         if method == "vectorize" and self.unroll_lanes:
             method = "unroll"
         result = getattr(stage, method)(*args)
+        self.labels.add(label)
         if isinstance(stage, hl.Func):
             self.history.setdefault(stage.name(), []).append((method, args))
             if method == "compute_at":

@@ -34,9 +34,8 @@ def schedule_updates(rec: Recorder, plan: Plan, out: hl.Func, label: str, spec: 
         if ordered and not direct and not serial:
             rec.note(f"{lbl}: no RVar indexes the output directly: serial")
             serial = True
-        if serial:
-            if plan.caps.gpu:
-                rec(stage, lbl, "gpu_single_thread")
+        if serial:  # one GPU work-item; on the host Halide's serial loop, said explicitly
+            rec(stage, lbl, "gpu_single_thread" if plan.caps.gpu else "unscheduled")
             continue
         if ordered:
             inner = [r for r in rvars if r.name() not in names]  # (RVar == RVar is an Expr, not a bool)
