@@ -77,8 +77,10 @@ _KNOBS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "scheduler": (_choice("scheduler", SCHEDULERS), "explicit"),
     "fallback": (_bool, True),
     "asserts": (_bool, True),
-    # CUDA target: exp on the hardware exp2 unit and Triton's fp32 division (div.full, <= 2 ulp), see target/ptx.py
-    "cuda_fast_math": (_bool, True),
+    # CUDA target: exp on the hardware exp2 unit and Triton's fp32 division (div.full, <= 2 ulp), see target/ptx.py.
+    # Off by default: HF Llama's fp32 training step on the H100 came out wrong with it (relative error 0.44, 1.7e-6
+    # without; the division rewrite alone is not the cause, the exp expansion is not yet root-caused)
+    "cuda_fast_math": (_bool, False),
     "schedule_overrides": (_overrides, {}),
     "cache_dir": (_path, os.path.join(os.path.expanduser("~"), ".cache", "halide_xpu")),
 }

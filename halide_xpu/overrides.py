@@ -191,7 +191,10 @@ class HalideXpuOverrides(HalideOverrides):
         CUDA unrolls 64 (converged for a up to ~60 near x = a; Triton has no igamma to fall back to)."""
         from torch._inductor.virtualized import V
 
-        _require_fp64("igammac" if upper else "igamma")
+        name = "igammac" if upper else "igamma"
+        if all(getattr(n, "is_number", False) and int(n) == 1 for n in V.kernel.numels.values()):
+            raise Unsupported(f"{name} of single elements (Halide's compile of that 0-d pipeline does not finish)")
+        _require_fp64(name)
         steps = ", 64" if V.kernel.target_name() == "cuda" else ""
         return f"hx.igamma({a}, {x}, {upper}{steps})"
 
