@@ -262,7 +262,7 @@ def code_version() -> str:
     of every cache key."""
     root = Path(__file__).parent
     files = sorted([*root.glob("schedule/*.py"), root / "compiler.py", root / "halide_helpers.py",
-                    *root.glob("special_*.py"), root / "meta.py",
+                    *root.glob("special_*.py"), root / "ieee_math.py", root / "meta.py",
                     *root.glob("target/*.py"), *root.glob("native/*.cpp")])
     return cache.cache_key(*(f.read_text() for f in files))
 

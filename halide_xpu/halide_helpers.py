@@ -13,6 +13,8 @@ from .special_math import (_expr, _unify, copysign, digamma, erf, exp, expm1, lg
 from .special_functions import (airy_ai, bessel_i, bessel_j, bessel_k, bessel_y, erfcx, erfinv, igamma,  # noqa: F401
                                 log_ndtr, ndtri, polygamma, spherical_bessel_j0, zeta)
 from .special_polynomials import chebyshev, hermite_h, hermite_he, laguerre_l, legendre_p  # noqa: F401
+from .ieee_math import floordiv as _float_floordiv
+from .ieee_math import fmod, hypot, pow, relu  # noqa: F401, A004
 
 _building = threading.local()
 
@@ -173,12 +175,18 @@ def neg(a: object) -> hl.Expr:
     return _wrapping("sub", hl.cast(a.type(), 0), a) if _is_int(a) else -a
 
 
+ZERO_DIVISOR_CODE = -2  # the argument of a failed ``hl.require`` that runtime.py reports as ZeroDivisionError
+
+
 def _divide(a: object, b: object, rounding: str) -> hl.Expr:
     """Division rounding like Python's ``//`` (``floor``) or C's ``/`` (``trunc``). Integers exactly, from Halide's
-    Euclidean quotient and its remainder (>= 0); integer division by zero gives 0, as Halide defines it."""
+    Euclidean quotient and its remainder (>= 0); integer division by zero raises on the host target (as eager and
+    Inductor's C++ do) and gives 0 in device kernels, as Halide defines it."""
     a, b = _unify(a, b)
     if not _is_int(a):
-        return getattr(hl, rounding)(a / b)
+        return _float_floordiv(a, b) if rounding == "floor" else hl.trunc(a / b)
+    if getattr(_building, "target", None) == "host":  # eager and Inductor's C++ raise on CPU; device kernels cannot
+        b = hl.require(b != hl.cast(b.type(), 0), b, hl.Expr(ZERO_DIVISOR_CODE))
     q = a / b
     if a.type().is_uint():
         return q
@@ -203,7 +211,7 @@ def mod(a: object, b: object) -> hl.Expr:
     """C remainder (sign of ``a``), what Inductor's ``ops.mod`` means; floats as ``fmod``."""
     a, b = _unify(a, b)
     if not _is_int(a):
-        return a - hl.trunc(a / b) * b
+        return fmod(a, b)
     return _wrapping("sub", a, _wrapping("mul", truncdiv(a, b), b))
 
 

@@ -10,8 +10,11 @@ from typing import Any, Optional
 import sympy
 import torch
 from torch._inductor.codegen.common import DeferredLine, SizeArg
-from torch._inductor.codegen.halide import DimensionInfo, HalideCSEVariable, HalideKernel, Unsupported, halide_type
+from torch._inductor.codegen.halide import (DimensionInfo, HalideCSEVariable, HalideKernel, HalidePrinter, Unsupported,
+                                            halide_type)
 from torch._inductor.utils import IndentedBuffer
+from torch.utils._ordered_set import OrderedSet
+from torch.utils._sympy.symbol import SymT, free_symbol_is_type
 from torch._inductor.virtualized import V
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
@@ -40,20 +43,76 @@ def _bf16_as_bits(line: str) -> str:
     return line.replace("hl.cast(hl.BFloat(16), ", "hx.bf16_round(")
 
 
+def _known_number(bound: Any) -> bool:
+    """A finite number (sympy's ``is_finite`` holds for Inductor's ``int_oo``, the bound of an unknown size)."""
+    return bool(bound.is_number and bound.is_finite) and not bound.has(int_oo, -int_oo)
+
+
 def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
+
+
+class HalideXpuPrinter(HalidePrinter):
+    """Upstream's printer, plus the sympy functions of dynamic shapes it printed as Python (``math.ceil`` of a Halide
+    Expr raised TypeError, ``IntInfinity`` a NameError): integer ceil/floor of an integer quotient exactly, in
+    Halide's integer division (floor for the positive sizes it meets), and ±int_oo as the index type's limits."""
+
+    def _int_quotient(self, expr: Any, rounding: str) -> Optional[str]:
+        inner = expr.args[0]
+        if type(inner).__name__ != "IntTrueDiv":
+            return None
+        a, b = (self._print(x) for x in inner.args)
+        return f"(({a}) / ({b}))" if rounding == "floor" else f"(-((-({a})) / ({b})))"
+
+    def _print_CeilToInt(self, expr: Any) -> str:
+        return self._int_quotient(expr, "ceil") or self._print_ceiling(expr)
+
+    def _print_FloorToInt(self, expr: Any) -> str:
+        return self._int_quotient(expr, "floor") or self._print_floor(expr)
+
+    def _print_IntInfinity(self, expr: Any) -> str:
+        return f"{V.kernel.index_dtype}.max()"
+
+    def _print_NegativeIntInfinity(self, expr: Any) -> str:
+        return f"{V.kernel.index_dtype}.min()"
 
 
 class HalideXpuKernel(HalideKernel):
     """Upstream ``HalideKernel`` translation; our own source format, metadata, schedule spec and call."""
 
     overrides = HalideXpuOverrides  # type: ignore[assignment]
+    kexpr = staticmethod(HalideXpuPrinter().doprint)  # type: ignore[assignment]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.reduction_funcs: list[str] = []
         self.partial_outputs: set[str] = set()  # output args whose other elements keep their contents
         self.ordered_outputs: set[str] = set()  # outputs whose stores must run in loop order (the last write wins)
+        self._pending_checks: list[tuple[Any, str]] = []  # (index value, size) of check_bounds not yet attached
+
+    def check_bounds(self, expr: Any, size: Any, lower: bool, upper: bool) -> None:  # type: ignore[override]
+        """An index Inductor computed from loop variables (index propagation: ``embedding(arange(3) - 1)``) that it
+        could not prove in range: on the host target the next load (or store) of the kernel requires it in
+        ``[0, size)``, so an out-of-range index raises as in eager and Inductor's C++ instead of reading outside the
+        buffer. Indirect indices (loaded values) are checked by ``halide_clamp``; device kernels cannot raise."""
+        if not (lower or upper) or self.target_name() != "host" or free_symbol_is_type(expr, SymT.TMP):
+            return
+        from torch._inductor.virtualized import ops
+
+        value = ops.index_expr(expr, torch.int64)
+        value = getattr(value, "value", value)  # the CSE variable inside an OpsValue
+        self._pending_checks.append((value, self.kexpr(self.rename_indexing(size))))
+
+    def _attach_checks(self, value: Any) -> Any:
+        """``value`` behind ``hl.require`` of every pending bounds check (see ``check_bounds``)."""
+        checks, self._pending_checks = self._pending_checks, []
+        for index, size in checks:
+            dims = self.sort_used_dims(OrderedSet((*(getattr(value, "used_dims", None) or ()), *index.used_dims)))
+            result = self.newfunc(dims)
+            ok = f"({index} >= 0) & ({index} < hl.cast({index.name}.type(), {size}))"
+            self.body.writeline(f"{result} = hl.require({ok}, {value}, {index}, hl.Expr(-1), {size})")
+            value = result
+        return value
 
     def store(self, name: str, index: Any, value: Any, mode: Any = None) -> None:  # type: ignore[override]
         """Upstream leaves an indirect or accumulating store's other elements undefined (``hl.undef``): the output
@@ -67,6 +126,8 @@ class HalideXpuKernel(HalideKernel):
         if spread and mode is None:
             self.ordered_outputs.add(self.args.output(name))
         self._store_over_domain = spread
+        if self._pending_checks:
+            value = self._attach_checks(value)
         try:
             super().store(name, index, value, mode)
         finally:
@@ -127,7 +188,7 @@ class HalideXpuKernel(HalideKernel):
             if dim.expr == old:
                 continue
             upper = self._upper(dim.expr)
-            if not (upper.is_number and upper.is_finite):
+            if not _known_number(upper):
                 dim.size = dim.size + (dim.expr - old)
             elif V.graph.sizevars.statically_known_gt(upper + 1, dim.size):  # a scalar at offset 3: x[3] of 1
                 dim.size = upper + 1
@@ -138,8 +199,12 @@ class HalideXpuKernel(HalideKernel):
         for dim in dims:
             if dim.expr is not None and not isinstance(dim.expr, sympy.Symbol):
                 upper = self._upper(dim.expr)
-                if upper.is_number and upper.is_finite and V.graph.sizevars.statically_known_gt(upper + 1, dim.size):
+                if _known_number(upper) and V.graph.sizevars.statically_known_gt(upper + 1, dim.size):
                     dim.size = upper + 1
+                elif not _known_number(upper) and type(dim.expr).__name__ in ("PythonMod", "ModularIndexing"):
+                    # a symbolic modulus (flip of repeat_interleave under dynamic shapes: ``(-1 - h0) // 2 %
+                    # ks0**2``): the index's values are below it, whatever the last iteration gives
+                    dim.size = sympy.Max(dim.size, dim.expr.args[-1])
         return super().install_dims(var, dims, offset, is_store)
 
     def _upper(self, expr: Any) -> Any:
@@ -188,7 +253,7 @@ class HalideXpuKernel(HalideKernel):
             low = bound_sympy(expr, self._ranges(expr)).lower
         except (RuntimeError, AssertionError, TypeError):
             return -1
-        return low if low.is_number else -1
+        return low if _known_number(low) else -1
 
     def _storage_size(self, arg: str, flat: Any) -> Any:
         """Elements of the buffer behind input ``arg`` (its layout's storage), else the flat index's bound + 1."""
@@ -215,7 +280,7 @@ class HalideXpuKernel(HalideKernel):
             self._masked_load = False
         dims = getattr(guarded, "used_dims", None)
         if not self._load_mask or not dims:
-            return guarded
+            return self._attach_checks(guarded) if self._pending_checks else guarded
         coords = []
         for d in dims:
             try:
@@ -225,7 +290,7 @@ class HalideXpuKernel(HalideKernel):
             coords.append(f"hl.clamp({d}, 0, {self.kexpr(self.rename_indexing(size - 1))})")
         result = self.newfunc(dims)
         self.body.writeline(f"{result} = {guarded.name}[{', '.join(coords)}]")
-        return result
+        return self._attach_checks(result) if self._pending_checks else result
 
     def make_index_str(self, dims, replacements=None, zero_vars=False):  # type: ignore[override]
         """Masked loads clamp their indices: Halide's bounds inference does not see the mask (pad/cat)."""

@@ -79,7 +79,7 @@ class HalideXpuOverrides(HalideOverrides):
     sub = _int_semantics("sub", "{} - {}")
     mul = _int_semantics("mul", "{} * {}")
     neg = _int_semantics("neg", "-{}")
-    floordiv = _int_semantics("floordiv", "hl.floor({} / {})")
+    floordiv = staticmethod(lambda a, b: f"hx.floordiv({a}, {b})")  # torch's float rounding too (ieee_math)
     truncdiv = _int_semantics("truncdiv", "hl.trunc({} / {})")
     mod = _int_semantics("mod", "hx.mod({}, {})")  # Inductor's mod is C's remainder (Halide's % is Euclidean)
 
@@ -120,6 +120,27 @@ class HalideXpuOverrides(HalideOverrides):
     def to_dtype_bitcast(x: Any, dtype: torch.dtype, src_dtype: torch.dtype) -> str:
         """Upstream casts to the 16-bit type and reinterprets; device targets hold bfloat16 as bits (fp32 values)."""
         return f"hx.bitcast({x}, {halide_type(dtype)}, {halide_type(src_dtype)})"
+
+    @staticmethod
+    def pow(a: Any, b: Any) -> str:  # type: ignore[override]
+        """Halide's host pow is wrong at special values (see ``ieee_math.pow``); device pows are the native ones."""
+        from torch._inductor.virtualized import V
+
+        if getattr(V.kernel, "target_name", lambda: "")() == "host":
+            return f"hx.pow({a}, {b})"
+        return f"hl.pow({a}, {b})"
+
+    @staticmethod
+    def fmod(a: Any, b: Any) -> str:  # type: ignore[override]
+        return f"hx.mod({a}, {b})"
+
+    @staticmethod
+    def hypot(x: Any, y: Any) -> str:  # type: ignore[override]
+        return f"hx.hypot({x}, {y})"
+
+    @staticmethod
+    def relu(x: Any) -> str:  # type: ignore[override]
+        return f"hx.relu({x})"
 
     @staticmethod
     def exp(x):  # type: ignore[override]

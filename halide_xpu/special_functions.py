@@ -342,9 +342,12 @@ def _zeta64(s: hl.Expr, q: hl.Expr) -> hl.Expr:
     odd = hl.select(hl.floor(ss * 0.5) * 2.0 == ss, _d(1), _d(-1))
     negative = odd * (_zeta_positive(ss, r) - _zeta_positive(ss, r + m)) + _zeta_positive(ss, p)
     integer_q = q == hl.floor(q)
-    value = _pick(is_nan_bits(s) | is_nan_bits(q) | (s < _d(1)), _d(_NAN), s == _d(1), _d(_INF),
-                  (q <= _d(0)) & integer_q, _d(_INF), (q < _d(0)) & (s != hl.floor(s)), _d(_NAN),
+    # torch's (Cephes') order of the tests: s = 1 before any NaN, then the poles of q (zeta(nan, 0) = inf)
+    value = _pick(s == _d(1), _d(_INF), s < _d(1), _d(_NAN), (q <= _d(0)) & integer_q, _d(_INF),
+                  (q < _d(0)) & ((s != hl.floor(s)) | is_nan_bits(s)), _d(_NAN), is_nan_bits(s) | is_nan_bits(q), _d(_NAN),
                   q == _d(_INF), _d(_NAN), s == _d(_INF), hl.select(q < _d(1), _d(_INF), q == _d(1), _d(1), _d(_NAN)),
+                  s > _d(1e10), hl.select(q == _d(1), _d(1),  # only the first term q^-s is left
+                                          hl.exp(hl.clamp(-s * hl.log(hl.max(q, _d(1e-300))), _d(-800), _d(800)))),
                   q < _d(0), negative, positive)
     return value
 

@@ -46,3 +46,25 @@ def test_integer_wraparound(target: str, dtype: torch.dtype) -> None:
     b[:6] = torch.tensor([1, 2, 3, 1, 7, 99], dtype=dtype)
     compile_and_check(lambda a, b: a * b + a // b - a % b, a, b)
     compile_and_check(lambda a, b: a * a + b * 3 - a, a, b)
+
+
+@pytest.mark.parametrize("op", ["fmod", "remainder", "floor_divide", "trunc_div"])
+def test_integer_division_by_zero_raises_on_host(monkeypatch: pytest.MonkeyPatch, op: str) -> None:
+    """Eager and Inductor's C++ raise ZeroDivisionError for an integer divisor of 0 on CPU; the host target too
+    (``hl.require`` on the divisor), and a nonzero divisor still computes exactly."""
+    import halide_xpu
+    from halide_xpu.runtime import HalideKernelError
+
+    monkeypatch.setattr(torch._inductor.config, "cpu_backend", "halide_xpu")
+    monkeypatch.setattr(halide_xpu.config, "cpu_target", "host")
+    fn = {"fmod": torch.fmod, "remainder": torch.remainder, "floor_divide": torch.floor_divide,
+          "trunc_div": lambda a, b: torch.div(a, b, rounding_mode="trunc")}[op]
+    a = torch.arange(1, 33, dtype=torch.int32).reshape(4, 8) * 7 - 100
+    b = torch.tensor([3, -5, 0, 7, 1, -1, 2, 9], dtype=torch.int32)
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, fullgraph=True)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError") as info:
+        compiled(a, b)
+    assert isinstance(info.value, HalideKernelError), info.value  # raised by our kernel, not by a fallback
+    b[2] = 4
+    torch.testing.assert_close(compiled(a, b), fn(a, b))

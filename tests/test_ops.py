@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import halide_xpu
 from conftest import compile_and_check
 
 torch.manual_seed(0)
@@ -327,3 +328,27 @@ ARG_INPUTS = {
 def test_argmax_argmin_ties_and_nan(target: str, name: str) -> None:
     """argmax/argmin are two reductions (value, then first index holding it): torch's first-index and NaN rules."""
     compile_and_check(lambda t: (t.argmax(-1), t.argmin(-1), t.argmax(0)), ARG_INPUTS[name])
+
+
+def test_out_of_range_embedding_raises_on_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An index loaded from a tensor, and one Inductor computes from loop variables (``embedding(arange(3) - 1)``:
+    index propagation turns it into a direct load at offset -2, which read outside the weight), both raise as eager
+    and Inductor's C++ do on the host target."""
+    import torch.nn.functional as F
+
+    from halide_xpu.runtime import HalideKernelError
+
+    monkeypatch.setattr(torch._inductor.config, "cpu_backend", "halide_xpu")
+    monkeypatch.setattr(halide_xpu.config, "cpu_target", "host")
+    torch._dynamo.reset()
+    weight = torch.arange(10.0).reshape(5, 2)
+    loaded = torch.compile(lambda i, w: F.embedding(i, w), fullgraph=True)
+    torch.testing.assert_close(loaded(torch.tensor([0, 2, 4]), weight), weight[[0, 2, 4]])
+    for bad in (-1, -5, 5):
+        with pytest.raises(HalideKernelError, match="index out of bounds"):
+            loaded(torch.tensor([2, bad, 4]), weight)
+    computed = torch.compile(lambda w: F.embedding(torch.arange(3) - 1, w), fullgraph=True)
+    with pytest.raises(HalideKernelError, match="index out of bounds"):
+        computed(weight)
+    shifted = torch.compile(lambda w: F.embedding(torch.arange(3) + 1, w), fullgraph=True)
+    torch.testing.assert_close(shifted(weight), weight[1:4])

@@ -1,0 +1,54 @@
+"""Pointwise ops at IEEE special values (±0, ±inf, NaN, subnormals, overflow edges) against eager, every target."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from conftest import compile_and_check
+
+VALUES = [0.0, -0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, math.inf, -math.inf, math.nan, 3.0, -3.0, 1e-30, 1e30,
+          0.0677, 100.0, -100.0, 1e-45, 88.0, -88.0, -104.0, 20.0, 3.5, -3.5, 1e-8]
+
+UNARY = ["abs", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan", "asin",
+         "acos", "atan", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "sigmoid", "reciprocal", "floor", "ceil",
+         "round", "trunc", "frac", "sign", "lgamma", "digamma", "special.ndtr", "special.log_ndtr",
+         "nn.functional.gelu", "nn.functional.silu", "nn.functional.softplus", "nn.functional.mish",
+         "nn.functional.elu", "nn.functional.relu", "nn.functional.hardswish", "nan_to_num", "isnan", "isinf"]
+# Not compared: floor_divide by ±inf (Inductor lowers it to floor(a / b) for every backend; its C++ gives the same
+# -0 for 1 // -inf where eager gives -1; our ops.floordiv follows eager); fmod where a / b overflows (eager's vector
+# fmod gives NaN, ours is exact); zeta at s ~ 1e30 (eager's series gives NaN, the value is q^-s).
+BINARY = ["pow", "atan2", "fmod", "remainder", "hypot", "copysign", "maximum", "minimum", "fmax", "fmin", "xlogy",
+          "div", "mul", "add", "sub", "logaddexp", "special.zeta"]
+
+
+def _op(name: str):
+    fn = torch
+    for part in name.split("."):
+        fn = getattr(fn, part)
+    return fn
+
+
+def _grid(binary: bool, name: str) -> tuple[torch.Tensor, ...]:
+    x = torch.tensor(VALUES)
+    if not binary:
+        return (x,)
+    a, b = (t.reshape(-1).contiguous() for t in torch.meshgrid(x, x, indexing="ij"))
+    keep = torch.ones_like(a, dtype=torch.bool)
+    if name in ("fmod", "remainder"):  # eager's vector fmod: NaN where a / b overflows (the exact value is finite)
+        keep &= ~((a / b).isinf() & a.isfinite() & (b != 0))
+    if name == "special.zeta":
+        keep &= a.abs() < 1e10
+    return a[keep].contiguous(), b[keep].contiguous()
+
+
+@pytest.mark.parametrize("name", UNARY + BINARY)
+def test_special_values(target: str, name: str) -> None:
+    """pow(nan, y) and pow(0, -1) gave 0 on the host (Halide's own pow), relu(nan) 0, fmod(0, inf) NaN,
+    hypot(1e30, 1) inf; each now as eager."""
+    if target == "cuda" and name in ("nn.functional.gelu", "special.zeta"):
+        pytest.skip("covered on CPU targets")  # bounded device time: the CPU targets compare these values
+    args = _grid(name in BINARY, name)
+    fn = _op(name)
+    compile_and_check(lambda *xs: fn(*xs), *args, atol=1e-6, rtol=1e-4)
