@@ -352,3 +352,21 @@ def test_out_of_range_embedding_raises_on_host(monkeypatch: pytest.MonkeyPatch) 
         computed(weight)
     shifted = torch.compile(lambda w: F.embedding(torch.arange(3) + 1, w), fullgraph=True)
     torch.testing.assert_close(shifted(weight), weight[1:4])
+
+
+def test_dynamic_ceil_division_and_symbolic_modulus(target: str) -> None:
+    """Dynamic shapes whose sizes hold ``ceil(a / b)`` (a "same" padding) and whose index is ``... % s**2`` (flip of
+    repeat_interleave): the kernel printed ``math.ceil`` of a Halide Expr (TypeError) and ``IntInfinity`` (NameError),
+    and sized the modulus' dimension by its last iteration (a bounds error)."""
+    import math
+
+    def pad_same(x: torch.Tensor) -> torch.Tensor:
+        ih, iw = x.size()[-2:]
+        pad_h = max((math.ceil(ih / 2) - 1) * 2 + 5 - ih, 0)
+        pad_w = max((math.ceil(iw / 2) - 1) * 2 + 5 - iw, 0)
+        return F.pad(x, [pad_w // 2, pad_w - pad_w // 2, pad_h // 2, pad_h - pad_h // 2])
+
+    compile_and_check(pad_same, torch.randn(2, 3, 11, 11), dynamic=True)
+    torch._dynamo.reset()
+    compile_and_check(lambda p: torch.flip(torch.repeat_interleave(torch.flatten(p + 1.0), 2), [0]),
+                      torch.randn(3, 3), dynamic=True)
