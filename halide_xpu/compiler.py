@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from . import cache, schedule, stats
+from . import cache, device_binary, schedule, stats
 from . import halide_helpers as hx
 from .meta import DTYPES, STORAGE_SUFFIX, ArgSpec, KernelMeta
 from .runtime import KernelLauncher
@@ -233,6 +233,7 @@ def build(meta: KernelMeta, source: str, workdir: Path, caps: Optional[DeviceCap
     glue = glue_source(meta)
     if meta.target == "sycl":  # the OpenCL target's device calls go to the USM runtime (usm.py)
         _redefine_symbols(workdir / "kernel.o", USM_RENAMES)
+        device_binary.save_source(workdir / "kernel.o", workdir / device_binary.SOURCE_FILE)
     if meta.target in LAUNCH_RENAMES:  # room for Halide's shared-memory padding (LOCAL_SLACK)
         real = LAUNCH_RENAMES[meta.target]
         _redefine_symbols(workdir / "kernel.o", {real: f"hx_{meta.target}_run"})
@@ -299,6 +300,8 @@ def load(meta: KernelMeta, source: str) -> KernelLauncher:
         seconds = time.perf_counter() - t0
         stats.compile_seconds.append(seconds)
         log.debug("compiled kernel %s in %.3fs (%s)", key[:12], seconds, variant)
+    if meta.target == "sycl":  # device code built now (SPIR-V, in child processes), not at first launch
+        launcher.device_binary = device_binary.attach(meta, launcher.library.parent)
     with _memory_lock:
         _memory[key] = launcher
     return launcher

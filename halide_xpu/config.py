@@ -14,6 +14,8 @@ CUDA_TARGETS = ("cuda",)  # CUDA tensors need a CUDA-pointer target; OpenCL on N
 XPU_TARGETS = ("sycl",)  # torch XPU tensors are USM pointers on a SYCL queue (usm.py)
 SCHEDULERS = ("explicit", "Mullapudi2016", "Adams2019", "Li2018", "Anderson2021")
 DEVICE_TYPES = ("cpu", "gpu", "accelerator")
+# sycl target's device code: auto = native where a toolchain for the device exists, else SPIR-V, else OpenCL C
+DEVICE_BINARIES = ("auto", "source", "spirv", "native")
 
 
 def _choice(name: str, choices: tuple[str, ...]) -> Callable[[Any], str]:
@@ -82,6 +84,9 @@ _KNOBS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     # without; the division rewrite alone is not the cause, the exp expansion is not yet root-caused)
     "cuda_fast_math": (_bool, False),
     "schedule_overrides": (_overrides, {}),
+    # how the sycl target's kernels reach the device (device_binary.py): OpenCL C source built at first launch, or
+    # SPIR-V / native binaries built ahead of launch in child processes and cached on disk
+    "device_binary": (_choice("device_binary", DEVICE_BINARIES), "auto"),
     "cache_dir": (_path, os.path.join(os.path.expanduser("~"), ".cache", "halide_xpu")),
 }
 
@@ -163,4 +168,5 @@ fallback: bool
 asserts: bool
 cuda_fast_math: bool
 cache_dir: str
+device_binary: str
 schedule_overrides: dict[str, int]

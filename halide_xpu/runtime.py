@@ -114,6 +114,7 @@ class KernelLauncher:
         self.library = library
         self.schedule = schedule
         self.variant = variant
+        self.device_binary = "source" if meta.target in ("opencl", "sycl") else "none"  # set by device_binary.attach
         self._lib = ctypes.CDLL(str(library))
         fn = self._lib.hx_launch
         fn.restype = ctypes.c_int

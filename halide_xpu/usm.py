@@ -43,7 +43,8 @@ from .target import sycl_devices
 
 log = logging.getLogger(__name__)
 
-COUNTER_NAMES = ("launches", "copies_to_host", "copies_to_device", "usm_allocations", "usm_frees", "program_builds")
+COUNTER_NAMES = ("launches", "copies_to_host", "copies_to_device", "usm_allocations", "usm_frees", "program_builds",
+                 "binary_loads", "binary_rejects")
 POOL_LIMIT_BYTES = 256 << 20
 _local = threading.local()
 _lock = threading.Lock()
@@ -73,10 +74,29 @@ def configure(info: sycl_devices.SyclDeviceInfo) -> None:
 
 
 def counters() -> dict[str, int]:
-    """Process-wide counts of the USM runtime (launches, host<->device copies, allocations, builds)."""
+    """Process-wide counts of the USM runtime (launches, host<->device copies, allocations, program builds, SPIR-V
+    modules loaded and refused) and ``device_compiles``: device-code compilations run ahead of launch (stats)."""
+    from . import stats
+
     out = (ctypes.c_uint64 * len(COUNTER_NAMES))()
     runtime().hx_usm_counters(out)
-    return dict(zip(COUNTER_NAMES, map(int, out)))
+    return {**dict(zip(COUNTER_NAMES, map(int, out))), "device_compiles": stats.counters["device_compiles"]}
+
+
+def prepare_source(source: str, sub_group: int) -> str:
+    """Halide's OpenCL C of a kernel object as the runtime builds it for a device of ``sub_group`` (the runtime's
+    ``prepare_source``, the one definition of those edits)."""
+    fn = runtime().hx_usm_prepare_source
+    fn.restype = ctypes.c_char_p
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_int]
+    return fn(source.encode(), sub_group).decode()
+
+
+def set_spirv(prepared_source: str, spirv: bytes) -> None:
+    """Kernel objects whose prepared source is ``prepared_source`` load ``spirv`` instead of building the source."""
+    fn = runtime().hx_usm_set_spirv
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+    fn(prepared_source.encode(), spirv, len(spirv))
 
 
 # ------------------------------------------------------------------ queues (emulation)

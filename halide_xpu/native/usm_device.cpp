@@ -74,6 +74,7 @@ struct Api {
   Ref (*queue_memcpy)(Ref, void *, const void *, size_t);
   Ref (*submit)(Ref, Ref, void **, const int *, size_t, const size_t *, const size_t *, size_t, const Ref *, size_t);
   Ref (*bundle_from_source)(Ref, Ref, const char *, const char *);
+  Ref (*bundle_from_spirv)(Ref, Ref, const void *, size_t, const char *);
   Ref (*bundle_get_kernel)(Ref, const char *);
   int (*pointer_type)(const void *, Ref);
   void *(*malloc_device)(size_t, Ref);
@@ -95,6 +96,9 @@ std::mutex lock;
 std::string init_error = "hx_usm_init was not called";
 
 std::atomic<uint64_t> n_launches{0}, n_to_host{0}, n_to_device{0}, n_mallocs{0}, n_frees{0}, n_builds{0};
+std::atomic<uint64_t> n_binary_loads{0}, n_binary_rejects{0};
+// SPIR-V modules built ahead of launch (halide_xpu/device_binary.py), keyed by the prepared OpenCL C they came from.
+std::map<std::string, std::vector<uint8_t>> spirv_modules;
 int sub_group_size = 0;  // intel_reqd_sub_group_size for every kernel; 0 leaves it to the compiler
 size_t pool_limit = size_t(256) << 20;
 
@@ -196,13 +200,13 @@ std::string replace_all(const std::string &text, const std::string &from, const 
 // Halide's OpenCL source, adapted: every kernel gets the device's sub-group size, and the trailing dynamic
 // shared-memory parameter is dropped where no kernel uses it (a local-memory argument costs ~5 us per
 // submit on the CPU runtime). hx_usm_run passes that argument only to kernels that still declare it.
-std::string prepare_source(const std::string &src) {
+std::string prepare_source(const std::string &src, int sub_group) {
   const std::string unused_shared = ",\n __local int16* __shared)";
   std::string out = src;
   if (count(out, unused_shared) == count(out, "__shared")) out = replace_all(out, unused_shared, ")");
-  if (sub_group_size) {
+  if (sub_group) {
     out = replace_all(out, "__kernel void ",
-                      "__kernel __attribute__((intel_reqd_sub_group_size(" + std::to_string(sub_group_size) + "))) void ");
+                      "__kernel __attribute__((intel_reqd_sub_group_size(" + std::to_string(sub_group) + "))) void ");
   }
   return out;
 }
@@ -212,8 +216,14 @@ Ref bundle_for(void *uc, Module *m, QueueInfo *q) {
   auto it = m->bundles.find(key);
   if (it != m->bundles.end()) return it->second;
   int backend = api.queue_backend(uc);
-  std::string src = prepare_source(m->source);
-  Ref kb = api.bundle_from_source(q->context, q->device, src.c_str(), "");
+  std::string src = prepare_source(m->source, sub_group_size);
+  Ref kb = nullptr;
+  auto spv = spirv_modules.find(src);
+  if (spv != spirv_modules.end()) {  // SPIR-V built ahead of launch; if the device refuses it, build the source
+    kb = api.bundle_from_spirv(q->context, q->device, spv->second.data(), spv->second.size(), "");
+    if (kb) n_binary_loads++; else n_binary_rejects++;
+  }
+  if (!kb) kb = api.bundle_from_source(q->context, q->device, src.c_str(), "");
   if (!kb) {
     report(uc, std::string("building the OpenCL C program failed on this SYCL device") +
                    (backend == kLevelZero ? " (Level Zero queue: dpctl needs ocloc for OpenCL C sources)" : "") +
@@ -477,6 +487,7 @@ int hx_usm_init(const char *dpctl_library) {
       {"DPCTLQueue_Memcpy", (void **)&api.queue_memcpy},
       {"DPCTLQueue_SubmitNDRange", (void **)&api.submit},
       {"DPCTLKernelBundle_CreateFromOCLSource", (void **)&api.bundle_from_source},
+      {"DPCTLKernelBundle_CreateFromSpirv", (void **)&api.bundle_from_spirv},
       {"DPCTLKernelBundle_GetKernel", (void **)&api.bundle_get_kernel},
       {"DPCTLUSM_GetPointerType", (void **)&api.pointer_type},
       {"DPCTLmalloc_device", (void **)&api.malloc_device},
@@ -509,14 +520,34 @@ void hx_usm_configure(int sub_group, uint64_t pool_limit_bytes) {
   pool_limit = pool_limit_bytes;
 }
 
-// launches, copies to host, copies to device, USM allocations, USM frees, program builds
-void hx_usm_counters(uint64_t out[6]) {
+// launches, copies to host, copies to device, USM allocations, USM frees, program builds, SPIR-V modules
+// loaded, SPIR-V modules the device refused (their source was built instead)
+void hx_usm_counters(uint64_t out[8]) {
   out[0] = n_launches;
   out[1] = n_to_host;
   out[2] = n_to_device;
   out[3] = n_mallocs;
   out[4] = n_frees;
   out[5] = n_builds;
+  out[6] = n_binary_loads;
+  out[7] = n_binary_rejects;
+}
+
+// The OpenCL C that bundle_for builds (or looks up SPIR-V for) from Halide's source `src`, for `sub_group`:
+// the one definition of those edits, used ahead of launch by halide_xpu/device_binary.py. Valid until the
+// calling thread's next call.
+const char *hx_usm_prepare_source(const char *src, int sub_group) {
+  thread_local std::string out;
+  out = prepare_source(src, sub_group);
+  return out.c_str();
+}
+
+// Registers the SPIR-V module built from the prepared OpenCL C `src`; kernel objects with that source load it
+// instead of building the source (programs already built stay as they are); size 0 forgets the module.
+void hx_usm_set_spirv(const char *src, const uint8_t *spirv, size_t size) {
+  std::lock_guard<std::mutex> g(lock);
+  if (size) spirv_modules[src] = std::vector<uint8_t>(spirv, spirv + size);
+  else spirv_modules.erase(src);
 }
 
 // 0 when `ptr` is USM memory of the queue's context; else reports which argument is wrong.
