@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
 
         why = sycl_devices.available()
         print("SYCL emulation (cpu_target='sycl'):", why or sycl_devices.emulation_info())
+        _device_binaries(None if why else sycl_devices.emulation_info().backend)
         for k, v in config.knobs().items():
             print(f"config.{k} = {v!r}")
         print("resolved cpu_target =", config.resolved_cpu_target)
@@ -38,6 +39,23 @@ def main(argv: list[str] | None = None) -> int:
     from .demo import main as demo
 
     return demo()
+
+
+def _device_binaries(backend: str | None) -> None:
+    """The sycl target's device-binary formats: which are available here, the toolchains found, why not."""
+    from . import config, device_binary
+    from .target import spirv
+
+    for name in ("clang", "llvm-spirv", "spirv-val", "ocloc"):
+        print(f"toolchain {name}: {spirv.version(name)}")
+    for fmt in device_binary.ORDER:
+        for where, on in (("emulation device", backend), ("xpu device", "level_zero")):
+            why = device_binary.unavailable(fmt, on) if on else "no emulation device"
+            print(f"device binary {fmt} ({where}): {'available' if why is None else why.removeprefix(fmt + ': ')}")
+    if backend:
+        print(f"device_binary={config.device_binary!r} on the emulation device ({backend}) uses:",
+              device_binary.choose_format(backend))
+    print("Level Zero:", spirv.level_zero_status())
 
 
 if __name__ == "__main__":

@@ -67,6 +67,8 @@ def unavailable(fmt: str, backend: str) -> Optional[str]:
         return spirv.native_unavailable(backend)
     if fmt == "spirv":
         return spirv.spirv_unavailable()
+    if backend == "level_zero" and spirv.find_tool("ocloc") is None:
+        return "source: OpenCL C on a Level Zero queue needs ocloc at run time (not found)"
     return None
 
 

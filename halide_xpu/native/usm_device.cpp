@@ -221,7 +221,12 @@ Ref bundle_for(void *uc, Module *m, QueueInfo *q) {
   auto spv = spirv_modules.find(src);
   if (spv != spirv_modules.end()) {  // SPIR-V built ahead of launch; if the device refuses it, build the source
     kb = api.bundle_from_spirv(q->context, q->device, spv->second.data(), spv->second.size(), "");
-    if (kb) n_binary_loads++; else n_binary_rejects++;
+    if (kb) {
+      n_binary_loads++;
+    } else {
+      n_binary_rejects++;
+      std::fprintf(stderr, "halide_xpu usm: the SYCL device refused a SPIR-V module; building its OpenCL C source\n");
+    }
   }
   if (!kb) kb = api.bundle_from_source(q->context, q->device, src.c_str(), "");
   if (!kb) {

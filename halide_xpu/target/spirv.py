@@ -17,8 +17,13 @@ log = logging.getLogger(__name__)
 INSTALL_HINT = "apt-get install clang-15 llvm-spirv-15 spirv-tools (scripts/setup.sh does)"
 # Intel's OpenCL CPU runtime accepts SPIR-V 1.0-1.4; Level Zero drivers accept at least that.
 SPIRV_MAX_VERSION = "1.4"
-CLANG_FLAGS = ("-cc1", "-triple", "spir64-unknown-unknown", "-cl-std=CL2.0", "-finclude-default-header", "-O2",
-               "-emit-llvm-bc")
+# Typed pointers: llvm-spirv 15 aborts on clang 15's default opaque pointers (an atomic_cmpxchg loop of Halide's
+# float atomics: "Attempting to get element type of opaque pointer"). Unoptimized IR: from -O1 up, llvm-spirv 15
+# emitted invalid modules for a softmax (spirv-val: "ID '%frombool79' has not been defined"); the device's compiler
+# optimizes the SPIR-V when it builds it (no optnone, which -O0 adds). gnu89 inline: Halide's helpers are plain
+# `inline`, which in C99 emits no definition, so unoptimized modules failed to link on the device.
+CLANG_FLAGS = ("-cc1", "-triple", "spir64-unknown-unknown", "-cl-std=CL2.0", "-finclude-default-header",
+               "-no-opaque-pointers", "-O0", "-disable-O0-optnone", "-fgnu89-inline", "-emit-llvm-bc")
 LLVM_SPIRV_FLAGS = (f"--spirv-max-version={SPIRV_MAX_VERSION}",)
 TIMEOUT_S = 300
 # Tool name candidates, newest first: the Debian packages install versioned names.
@@ -99,6 +104,12 @@ def options() -> str:
     return " ".join((*CLANG_FLAGS, "|", *LLVM_SPIRV_FLAGS))
 
 
+def _excerpt(text: str, limit: int = 1500) -> str:
+    """Head and tail of a tool's output (a crash puts the cause first and a backtrace after)."""
+    text = text.strip()
+    return text if len(text) <= 2 * limit else f"{text[:limit]}\n...\n{text[-limit:]}"
+
+
 def _run(tool: Tool, args: list[str]) -> None:
     """Run a tool in a child process; a non-zero exit, a signal or a timeout raises DeviceCompileError."""
     try:
@@ -107,10 +118,10 @@ def _run(tool: Tool, args: list[str]) -> None:
         raise DeviceCompileError(f"{tool.name} ({tool.path}) did not run: {e}") from None
     if proc.returncode < 0:
         sig = signal.Signals(-proc.returncode).name
-        raise DeviceCompileError(f"{tool.name} ({tool.path}) crashed ({sig}): {proc.stderr.strip()[-2000:]}")
+        raise DeviceCompileError(f"{tool.name} ({tool.path}) crashed ({sig}): {_excerpt(proc.stderr)}")
     if proc.returncode:
         raise DeviceCompileError(f"{tool.name} ({tool.path}) failed (exit {proc.returncode}): "
-                                 f"{(proc.stderr or proc.stdout).strip()[-2000:]}")
+                                 f"{_excerpt(proc.stderr or proc.stdout)}")
 
 
 def compile_spirv(source: str, workdir: Path) -> bytes:
@@ -155,4 +166,6 @@ def level_zero_status() -> str:
         count = ctypes.c_uint32(0)
         lib.zeDriverGet(ctypes.byref(count), None)
         return f"Level Zero driver present ({count.value} driver(s))"
-    return f"Level Zero loader found, no driver (zeInit returned 0x{result & 0xFFFFFFFF:x})"
+    code = result & 0xFFFFFFFF
+    what = {0x78000001: " ZE_RESULT_ERROR_UNINITIALIZED", 0x78000004: " ZE_RESULT_ERROR_UNSUPPORTED_VERSION"}
+    return f"Level Zero loader found, no driver (zeInit returned 0x{code:x}{what.get(code, '')})"

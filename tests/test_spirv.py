@@ -1,0 +1,198 @@
+"""SPIR-V device binaries on the sycl target: built ahead of launch in child processes, cached, loaded by the USM runtime."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import conftest
+import halide_xpu
+from conftest import compile_and_check, sycl_unavailable
+from halide_xpu import cache, compiler, config, device_binary, usm
+from halide_xpu.target import spirv
+
+ROOT = Path(__file__).resolve().parents[1]
+_why = sycl_unavailable() or spirv.spirv_unavailable()
+needs_spirv = pytest.mark.skipif(bool(_why), reason=str(_why))
+
+# One process: compile a softmax and a sum, check them against eager, print the USM runtime's counters as JSON.
+SCRIPT = """
+import json, torch, halide_xpu
+from halide_xpu import usm
+halide_xpu.config.cpu_target = "sycl"
+torch._inductor.config.cpu_backend = "halide_xpu"
+torch._inductor.config.fx_graph_cache = False
+with usm.usm_tensors():
+    x = torch.randn(48, 130)
+    fn = lambda x: (torch.softmax(x, -1), (x * x).sum(1))
+    a, b = torch.compile(fn, fullgraph=True)(x)
+    torch.testing.assert_close(a, torch.softmax(x, -1))
+    torch.testing.assert_close(b, (x * x).sum(1), rtol=1e-5, atol=1e-4)
+print("COUNTERS", json.dumps(usm.counters()))
+"""
+
+
+@pytest.fixture
+def spirv_sycl(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sycl emulation target with tensors in USM and ``device_binary='auto'`` (SPIR-V where clang is found)."""
+    monkeypatch.setattr(halide_xpu.config, "cpu_target", "sycl")
+    monkeypatch.setattr(halide_xpu.config, "device_binary", "auto")
+    monkeypatch.setattr(torch._inductor.config, "cpu_backend", "halide_xpu")
+    monkeypatch.setitem(conftest._current, "target", "sycl")
+    device_binary.reset_warnings()
+    torch._dynamo.reset()
+    with usm.usm_tensors():
+        yield
+
+
+def _formats_since(before: set[str]) -> set[str]:
+    return {l.device_binary for k, l in compiler._memory.items() if k not in before and l.meta.target == "sycl"}
+
+
+def _index_add(x: torch.Tensor, idx: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+    return x.index_add(0, idx, src) * 2
+
+
+def _embedding_backward(grad: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    return torch.ops.aten.embedding_dense_backward(grad, idx, 50, -1, False)
+
+
+OPS = {
+    "pointwise": (lambda x: torch.sin(x) * 2 + torch.sigmoid(x), lambda: (torch.randn(33, 70),)),
+    "reduction": (lambda x: x.sum(1) + x.amax(1), lambda: (torch.randn(64, 257),)),
+    "softmax": (lambda x: torch.log_softmax(x * 1.5, -1), lambda: (torch.randn(40, 300),)),
+    "index_add": (_index_add, lambda: (torch.randn(20, 8), torch.randint(0, 20, (37,)), torch.randn(37, 8))),
+    "embedding_backward": (_embedding_backward, lambda: (torch.randn(4, 9, 16), torch.randint(0, 50, (4, 9)))),
+}
+
+
+@needs_spirv
+@pytest.mark.parametrize("op", sorted(OPS))
+def test_op_suite_through_spirv(spirv_sycl: None, op: str) -> None:
+    fn, make = OPS[op]
+    torch.manual_seed(0)
+    known, before = set(compiler._memory), usm.counters()
+    compile_and_check(fn, *make(), rtol=1e-5, atol=1e-4)
+    after = usm.counters()
+    assert _formats_since(known) == {"spirv"}, "auto should pick SPIR-V here"
+    assert after["binary_loads"] > before["binary_loads"], (before, after)
+    assert after["binary_rejects"] == before["binary_rejects"]
+
+
+@needs_spirv
+def test_every_cached_module_passes_spirv_val(spirv_sycl: None, tmp_path: Path) -> None:
+    compile_and_check(lambda x: torch.tanh(x) - x.mean(), torch.randn(17, 31), rtol=1e-5, atol=1e-5)
+    entries = sorted((cache.cache_root() / "device-binaries").glob("*/*.bin"))
+    assert entries
+    for i, entry in enumerate(entries):
+        data = device_binary.read_entry(entry)
+        assert data is not None, entry
+        (tmp_path / f"{i}.spv").write_bytes(data)
+        spirv.validate(tmp_path / f"{i}.spv")
+
+
+def _run_script(cache_dir: Path) -> subprocess.Popen:
+    env = {**os.environ, "HALIDE_XPU_CACHE_DIR": str(cache_dir), "PYTHONPATH": str(ROOT),
+           "HALIDE_XPU_DEVICE_BINARY": "spirv"}
+    return subprocess.Popen([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _counters(proc: subprocess.Popen) -> tuple[dict[str, int], str]:
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-4000:]
+    line = next(l for l in out.splitlines() if l.startswith("COUNTERS "))
+    return json.loads(line.split(" ", 1)[1]), err
+
+
+@needs_spirv
+def test_warm_start_invokes_no_compiler_and_corrupt_entry_is_rebuilt(tmp_path: Path) -> None:
+    cold, _ = _counters(_run_script(tmp_path))
+    assert cold["device_compiles"] >= 1 and cold["binary_loads"] >= 1, cold
+    warm, _ = _counters(_run_script(tmp_path))
+    assert warm["device_compiles"] == 0, warm
+    assert warm["binary_loads"] == cold["binary_loads"] and warm["binary_rejects"] == 0, (cold, warm)
+    entries = sorted(tmp_path.rglob("device-binaries/*/*.bin"))
+    assert entries
+    for entry in entries:  # flip bytes in the middle of every module
+        data = bytearray(entry.read_bytes())
+        data[len(data) // 2: len(data) // 2 + 8] = b"\xde\xad\xbe\xef" * 2
+        entry.write_bytes(bytes(data))
+    rebuilt, err = _counters(_run_script(tmp_path))
+    assert "corrupt device binary" in err and "rebuilding" in err, err[-3000:]
+    assert rebuilt["device_compiles"] == len(entries) and rebuilt["binary_loads"] == cold["binary_loads"], rebuilt
+    assert all(device_binary.read_entry(e) is not None for e in entries)
+
+
+@needs_spirv
+def test_two_processes_compile_the_same_kernels(tmp_path: Path) -> None:
+    procs = [_run_script(tmp_path), _run_script(tmp_path)]
+    for proc in procs:
+        counters, _ = _counters(proc)  # each checked its results against eager
+        assert counters["binary_loads"] >= 1 and counters["binary_rejects"] == 0, counters
+    assert not list(tmp_path.rglob("device-binaries/*/.tmp-*")), "temporary files left behind"
+
+
+def test_bad_device_binary_value_names_the_choices(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ValueError, match=r"device_binary='ptx'.*\['auto', 'source', 'spirv', 'native'\]"):
+        config.device_binary = "ptx"
+    code = "import halide_xpu.config"
+    env = {**os.environ, "HALIDE_XPU_DEVICE_BINARY": "bogus", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert proc.returncode and "HALIDE_XPU_DEVICE_BINARY" in proc.stderr and "'native'" in proc.stderr
+
+
+def test_auto_steps_down_with_reasons(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Also the format chosen for an ``xpu`` (Level Zero) device: never native yet, SPIR-V where clang is found."""
+    device_binary.reset_warnings()
+    monkeypatch.setattr(spirv, "find_tool", lambda name: None)
+    with caplog.at_level(logging.INFO, logger="halide_xpu.device_binary"):
+        assert device_binary.choose_format("opencl", "auto") == "source"
+        assert device_binary.choose_format("opencl", "auto") == "source"
+    text = caplog.text
+    assert "native: ocloc not found" in text
+    assert "spirv: clang-15, llvm-spirv-15, spirv-val not found" in text
+    assert text.count("ocloc not found") == 1, "each step down is logged once"
+    assert "needs ocloc" in device_binary.unavailable("source", "level_zero")
+    monkeypatch.undo()
+    if spirv.spirv_unavailable() is None:
+        assert device_binary.choose_format("level_zero", "auto") == "spirv"
+
+
+@needs_spirv
+def test_missing_toolchain_is_a_clear_message_and_source_runs(
+    spirv_sycl: None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    real = spirv.find_tool
+    monkeypatch.setattr(spirv, "find_tool", lambda name: None if name == "clang" else real(name))
+    monkeypatch.setattr(halide_xpu.config, "device_binary", "spirv")
+    known, before = set(compiler._memory), usm.counters()
+    with caplog.at_level(logging.WARNING, logger="halide_xpu.device_binary"):
+        compile_and_check(lambda x: x * 3.0625 - 0.5, torch.randn(23, 5))
+    assert "device_binary='spirv': spirv: clang-15 not found" in caplog.text and "apt-get install" in caplog.text
+    assert _formats_since(known) == {"source"}
+    assert usm.counters()["binary_loads"] == before["binary_loads"]
+
+
+@needs_spirv
+def test_device_compiler_crash_falls_back(
+    spirv_sycl: None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    crash = tmp_path / "clang-crash"
+    crash.write_text("#!/bin/sh\nkill -SEGV $$\n")
+    crash.chmod(0o755)
+    real = spirv.find_tool
+    monkeypatch.setattr(spirv, "find_tool", lambda name: spirv.Tool(name, str(crash)) if name == "clang" else real(name))
+    known, before = set(compiler._memory), usm.counters()
+    with caplog.at_level(logging.WARNING, logger="halide_xpu.device_binary"):
+        compile_and_check(lambda x: torch.cos(x) * 0.8125 + 3, torch.randn(29, 6), rtol=1e-5, atol=1e-5)
+    assert "crashed (SIGSEGV)" in caplog.text and "using its OpenCL C source" in caplog.text, caplog.text
+    assert _formats_since(known) == {"source"}
+    after = usm.counters()
+    assert after["binary_loads"] == before["binary_loads"] and after["launches"] > before["launches"]
