@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 import torch
@@ -39,7 +40,7 @@ print("COUNTERS", json.dumps(usm.counters()))
 
 
 @pytest.fixture
-def spirv_sycl(monkeypatch: pytest.MonkeyPatch) -> None:
+def spirv_sycl(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The sycl emulation target with tensors in USM and ``device_binary='auto'`` (SPIR-V where clang is found)."""
     monkeypatch.setattr(halide_xpu.config, "cpu_target", "sycl")
     monkeypatch.setattr(halide_xpu.config, "device_binary", "auto")
