@@ -203,7 +203,7 @@ def compile_scheduled(
             result = compile_fn(pipeline, arguments, target)
             stats.counters["halide_compiles"] += 1
             break
-        except (hl.HalideError, schedule.UnscheduledUpdate) as e:
+        except (hl.HalideError, schedule.UnscheduledUpdate, schedule.NotApplicable) as e:
             errors.append(f"{name}: {e}")
             log.debug("schedule %s rejected by Halide: %s", name, e)
     else:
@@ -219,6 +219,7 @@ def build(meta: KernelMeta, source: str, workdir: Path, caps: Optional[DeviceCap
     import halide as hl
 
     (workdir / "kernel.py").write_text(source)
+    (workdir / "meta.repr").write_text(repr(meta))  # scripts/replay_kernel.py rebuilds a kernel from its entry
     outputs = {hl.OutputFileType.object: str(workdir / "kernel.o"), hl.OutputFileType.c_header: str(workdir / "kernel.h")}
     marked = meta.target == "cuda" and any(f"hx.{name}(" in source for name in hx.MARKING)
     if os.environ.get("HALIDE_XPU_DUMP_STMT") or marked:

@@ -62,6 +62,16 @@ def _gpu_safe(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         pointwise.schedule_output(rec, plan, out, scalar)
 
 
+def _pointwise_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
+    """GPU: every output in one kernel (pointwise.gpu_fused_outputs). Not when an output overwrites an input
+    (``snapshots``: an optimizer's in-place update): Halide declares kernel buffers ``noalias`` and reads inputs
+    through the non-coherent cache, so in one kernel nothing orders another output's load of that input before
+    the store; those kernels keep one kernel per output after the snapshot copies."""
+    if plan.meta.snapshots or not pointwise.fusable_outputs(plan):
+        raise NotApplicable("outputs overwrite inputs, differ in domain or have updates: no shared loop nest")
+    pointwise.gpu_fused_outputs(rec, plan, spec)
+
+
 def variants(meta: KernelMeta, caps: DeviceCaps) -> list[tuple[str, Variant]]:
     """Candidate schedules for ``meta``, best first. On GPUs every candidate runs on the device (the last is
     always legal there); on the host the last is Halide's default schedule."""
@@ -69,16 +79,24 @@ def variants(meta: KernelMeta, caps: DeviceCaps) -> list[tuple[str, Variant]]:
         found = reduction.variants(caps.gpu)
     else:
         found = [("pointwise", _pointwise_all)]
+        if caps.gpu and len(meta.outputs) >= 2:
+            found.insert(0, ("pointwise_fused", _pointwise_fused))
         if caps.gpu:  # Halide fails to vectorize some math for GPUs (empty "Error:"): scalar work-items next
             found.append(("pointwise_scalar", lambda rec, plan, spec: _pointwise_all(rec, plan, spec.with_params(vector=1))))
     return [*found, ("gpu_safe", _gpu_safe) if caps.gpu else ("none", _none)]
 
 
+def _param(plan: Plan, name: str) -> Any:
+    """The ImageParam of input ``name`` (its storage-typed one where the kernel has both), or None."""
+    param = plan.funcs.get(name + STORAGE_SUFFIX, plan.funcs.get(name))
+    return param if isinstance(param, hl.ImageParam) else None
+
+
 def _snapshot_inputs(rec: Recorder, plan: Plan, meta: KernelMeta) -> None:
     """Inputs an output overwrites (``KernelMeta.snapshots``) are read through a copy made before any output."""
     for name in meta.snapshots:
-        param = plan.funcs.get(name + STORAGE_SUFFIX, plan.funcs.get(name))
-        if not isinstance(param, hl.ImageParam):
+        param = _param(plan, name)
+        if param is None:
             continue
         copy = rec(param, name, "in_")
         rec(copy, f"{name}_snapshot", "compute_root")
@@ -87,6 +105,10 @@ def _snapshot_inputs(rec: Recorder, plan: Plan, meta: KernelMeta) -> None:
 
 class UnscheduledUpdate(RuntimeError):
     """A schedule variant left an output's update definition without directives: the variant is rejected."""
+
+
+class NotApplicable(RuntimeError):
+    """A schedule variant does not fit this kernel's shape: the next one is tried."""
 
 
 def _check_updates(rec: Recorder, plan: Plan) -> None:

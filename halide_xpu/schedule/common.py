@@ -270,11 +270,11 @@ def pow2_floor(n: int) -> int:
     return 1 << (max(n, 1).bit_length() - 1)
 
 
-def fuse_all(rec: Recorder, func: hl.Func, vars_: list[hl.Var], label: str) -> hl.Var:
-    """Fuse ``vars_`` (innermost first) into one Var."""
+def fuse_all(rec: Recorder, func: hl.Func, vars_: list[hl.Var], label: str, prefix: Optional[str] = None) -> hl.Var:
+    """Fuse ``vars_`` (innermost first) into one Var, named after ``prefix`` (default ``label``)."""
     fused = vars_[0]
     for i, v in enumerate(vars_[1:]):
-        new = hl.Var(f"{label}_f{i}")
+        new = hl.Var(f"{prefix or label}_f{i}")
         rec(func, label, "fuse", fused, v, new)
         fused = new
     return fused
@@ -291,6 +291,25 @@ def reduction_extent(plan: Plan, f: hl.Func) -> Optional[int]:
     names = [v.name for v in plan.meta.loop_vars if v.reduction]
     exts = [plan.extents[n] for n in names]
     return exts[0] if exts else None
+
+
+def reduction_size(plan: Plan) -> Optional[int]:
+    """Static number of points of the kernel's reduction domain (every reduction loop), None when symbolic."""
+    exts = [plan.extents[v.name] for v in plan.meta.loop_vars if v.reduction]
+    return total(exts) if exts else None
+
+
+def fused_rvar(rec: Recorder, f: hl.Func) -> hl.RVar:
+    """``f``'s update reduction as one RVar: several RVars (a reduction over dims Inductor could not merge, e.g. a
+    channels-last batch-norm backward fused with a max-pool backward: N, H, W split by the windows) are fused
+    innermost first, which keeps the order of the points."""
+    rvars = list(f.rvars(0))
+    fused = rvars[0]
+    for i, outer in enumerate(rvars[1:]):
+        new = hl.RVar(f"{f.name()}_rf{i}")
+        rec(f.update(), f"{f.name()}.update()", "fuse", fused, outer, new)
+        fused = new
+    return fused
 
 
 def inner_reduction(plan: Plan) -> bool:

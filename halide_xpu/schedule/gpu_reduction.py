@@ -9,7 +9,7 @@ import halide as hl
 from ..meta import ScheduleSpec
 from . import pointwise
 from .common import (GUARD, LOCAL_SLACK, Plan, Recorder, fuse_all, inner_reduction, pow2_floor, primary_output,
-                     reduction_extent, total)
+                     fused_rvar, reduction_extent, reduction_size, total)
 
 
 def gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
@@ -148,81 +148,94 @@ def _gpu_full(rec: Recorder, plan: Plan, o: hl.Func, spec: ScheduleSpec) -> None
     work-item ``t`` of group ``b``, loads unrolled into register partials), then each group folds its ``wg``
     partials in local memory to one value, stored once. Kernel 2 (one work-group): ``fold`` work-items each add
     ``blocks / fold`` group results, one work-item adds those and writes the output."""
-    wg_full = spec.get("wg_full", 512)
-    width = spec.get("fold_full", 32)
     scalar = not o.args()
     blk = hl.Var(f"{o.name()}_blk")
     if scalar:  # one work-group for the final combine: the output and every reduction's last stage inside it
         rec(o, o.name(), "split", hl.Var.outermost(), hl.Var.outermost(), blk, 1)
         rec(o, o.name(), "gpu_blocks", blk)
     for f in plan.reductions():
-        ext = reduction_extent(plan, f)
-        # short reductions still get a work-group (down to a sub-group): a single work-item's serial loop over a
-        # local accumulator crashed Intel's OpenCL CPU compiler (its vectorizer, on the sum of a 400-element loss)
-        wg = wg_full if ext is None else max(plan.min_wg, min(wg_full, pow2_floor(max(ext // 4, 1))))
-        unroll = spec.get("unroll_full", 4)
-        vec = spec.get("vector_full", 4) if plan.gpu_vectors else 1
-        target = plan.caps.parallelism * spec.get("blocks_per_cu", 1)
-        blocks = _exact_blocks(target, ext, wg * unroll * vec)
-        if vec > 1 and (ext is None or ext % (blocks * wg * unroll * vec)):  # vector loads only when all are whole
-            vec = 1
-            blocks = _exact_blocks(target, ext, wg * unroll)
-        name, lbl = f.name(), f"{f.name()}.update()"
-        if scalar:
-            rec(f, name, "compute_at", o, blk)
-        else:
-            rec(f, name, "compute_root")
-        if f.has_update_definition() and len(f.rvars(0)) == 1 and (ext is None or ext >= 4 * wg):
-            ro, rin, rb, rt, rtl, rl = (hl.RVar(f"{name}_{n}") for n in ("ro", "rin", "rb", "rt", "rtl", "rl"))
-            # work-item t of group b reads elements [t * vec, t * vec + vec) of each block-sized step
-            b, t = hl.Var(f"{name}_b"), hl.Var(f"{name}_t")
-            rec(f.update(), lbl, "split", f.rvars(0)[0], ro, rin, blocks * wg * vec, GUARD)
-            if vec > 1:
-                rec(f.update(), lbl, "split", rin, rb, rtl, wg * vec, GUARD)
-                rec(f.update(), lbl, "split", rtl, rt, rl, vec, GUARD)
-            else:
-                rec(f.update(), lbl, "split", rin, rb, rt, wg, GUARD)
-            group = rec(f.update(), lbl, "rfactor", rb, b)  # group[b]: everything work-group b reads
-            gl = f"{name}_group"
-            glbl = f"{gl}.update()"
-            # rfactors before the group's block loop, so the partials do not inherit it
-            threads = rec(group.update(), glbl, "rfactor", rt, t)  # threads[b, t]: a strided serial sum
-            gfold = _rfactor_fold(rec, group, wg, width)
-            # group[b] is computed inside a wrapper's work-group: initialised and reduced in one kernel
-            gw = rec(group, gl, "in_")
-            gb = gw.args()[0]
-            rec(gw, f"{gl}_out", "compute_root")
-            rec(gw, f"{gl}_out", "gpu_blocks", gb)
-            rec(group, gl, "compute_at", gw, gb)
-            tl = f"{name}_threads"
-            unroll = unroll if ext is None or ext >= blocks * wg * unroll * vec else 1
-            serial = _register_accumulators(rec, threads, ro, t, unroll, (rl, vec) if vec > 1 else None)
-            rec(threads, tl, "compute_at", gw, gb)
-            rec(threads, tl, "gpu_threads", t)
-            rec(threads.update(), f"{tl}.update()", "reorder", *serial, t)
-            rec(threads.update(), f"{tl}.update()", "gpu_threads", t)
-            if gfold is not None:
-                _place_on_threads(rec, gfold[0], [gfold[1]], gfold[2], (gw, gb))
-            if blocks > width:
-                rbo, rbi, v = hl.RVar(f"{name}_rbo"), hl.RVar(f"{name}_rbi"), hl.Var(f"{name}_v")
-                rec(f.update(), lbl, "split", rb, rbo, rbi, width, GUARD)
-                last = rec(f.update(), lbl, "rfactor", rbi, v)  # last[v]: every width-th group result
-                ll = f"{name}_last"
-                if scalar:
-                    _place_on_threads(rec, last, [rbo], v, (o, blk))
-                    if -(-blocks // width) <= 8:  # each work-item's few group results: loads all in flight
-                        rec(last.update(), f"{ll}.update()", "unroll", rbo)
-                else:
-                    bx, tx = hl.Var(f"{ll}_wg"), hl.Var(f"{ll}_wi")
-                    rec(last, ll, "compute_root")
-                    rec(last, ll, "gpu_tile", v, bx, tx, width, GUARD)
-                    rec(last.update(), f"{ll}.update()", "gpu_tile", v, bx, tx, width, GUARD)
-        if not scalar:
-            rec(f, name, "gpu_single_thread")
-            if f.has_update_definition():
-                rec(f.update(), lbl, "gpu_single_thread")
+        gpu_full_reduce(rec, plan, f, spec, (o, blk) if scalar else None)
     if not scalar:
         pointwise.schedule_output(rec, plan, o, spec)
+
+
+def gpu_full_reduce(rec: Recorder, plan: Plan, f: hl.Func, spec: ScheduleSpec,
+                    at: Optional[tuple[hl.Func, hl.Var]] = None) -> None:
+    """One reduction to a scalar (``_gpu_full``'s kernels): its last stage inside ``at`` (the scalar output's
+    work-group), else in kernels of its own (the staged form: was one work-item over the whole domain, BERT's
+    masked-LM loss sum over 4096 gathered rows took 2.1 ms on the H100). A domain of several RVars is fused."""
+    wg_full = spec.get("wg_full", 512)
+    width = spec.get("fold_full", 32)
+    scalar = at is not None
+    ext = reduction_size(plan)
+    # short reductions still get a work-group (down to a sub-group): a single work-item's serial loop over a
+    # local accumulator crashed Intel's OpenCL CPU compiler (its vectorizer, on the sum of a 400-element loss)
+    wg = wg_full if ext is None else max(plan.min_wg, min(wg_full, pow2_floor(max(ext // 4, 1))))
+    unroll = spec.get("unroll_full", 4)
+    vec = spec.get("vector_full", 4) if plan.gpu_vectors else 1
+    target = plan.caps.parallelism * spec.get("blocks_per_cu", 1)
+    blocks = _exact_blocks(target, ext, wg * unroll * vec)
+    if vec > 1 and (ext is None or ext % (blocks * wg * unroll * vec)):  # vector loads only when all are whole
+        vec = 1
+        blocks = _exact_blocks(target, ext, wg * unroll)
+    name, lbl = f.name(), f"{f.name()}.update()"
+    if scalar:
+        rec(f, name, "compute_at", *at)
+    else:
+        rec(f, name, "compute_root")
+    if f.has_update_definition() and (ext is None or ext >= 4 * wg):
+        ro, rin, rb, rt, rtl, rl = (hl.RVar(f"{name}_{n}") for n in ("ro", "rin", "rb", "rt", "rtl", "rl"))
+        # work-item t of group b reads elements [t * vec, t * vec + vec) of each block-sized step
+        b, t = hl.Var(f"{name}_b"), hl.Var(f"{name}_t")
+        rec(f.update(), lbl, "split", fused_rvar(rec, f), ro, rin, blocks * wg * vec, GUARD)
+        if vec > 1:
+            rec(f.update(), lbl, "split", rin, rb, rtl, wg * vec, GUARD)
+            rec(f.update(), lbl, "split", rtl, rt, rl, vec, GUARD)
+        else:
+            rec(f.update(), lbl, "split", rin, rb, rt, wg, GUARD)
+        group = rec(f.update(), lbl, "rfactor", rb, b)  # group[b]: everything work-group b reads
+        gl = f"{name}_group"
+        glbl = f"{gl}.update()"
+        # rfactors before the group's block loop, so the partials do not inherit it
+        threads = rec(group.update(), glbl, "rfactor", rt, t)  # threads[b, t]: a strided serial sum
+        gfold = _rfactor_fold(rec, group, wg, width)
+        # group[b] is computed inside a wrapper's work-group: initialised and reduced in one kernel
+        gw = rec(group, gl, "in_")
+        gb = gw.args()[0]
+        rec(gw, f"{gl}_out", "compute_root")
+        rec(gw, f"{gl}_out", "gpu_blocks", gb)
+        rec(group, gl, "compute_at", gw, gb)
+        tl = f"{name}_threads"
+        unroll = unroll if ext is None or ext >= blocks * wg * unroll * vec else 1
+        serial = _register_accumulators(rec, threads, ro, t, unroll, (rl, vec) if vec > 1 else None)
+        rec(threads, tl, "compute_at", gw, gb)
+        rec(threads, tl, "gpu_threads", t)
+        rec(threads.update(), f"{tl}.update()", "reorder", *serial, t)
+        rec(threads.update(), f"{tl}.update()", "gpu_threads", t)
+        if gfold is not None:
+            _place_on_threads(rec, gfold[0], [gfold[1]], gfold[2], (gw, gb))
+        if blocks > width:
+            rbo, rbi, v = hl.RVar(f"{name}_rbo"), hl.RVar(f"{name}_rbi"), hl.Var(f"{name}_v")
+            rec(f.update(), lbl, "split", rb, rbo, rbi, width, GUARD)
+            last = rec(f.update(), lbl, "rfactor", rbi, v)  # last[v]: every width-th group result
+            ll = f"{name}_last"
+            if scalar:
+                _place_on_threads(rec, last, [rbo], v, at)
+                if -(-blocks // width) <= 8:  # each work-item's few group results: loads all in flight
+                    rec(last.update(), f"{ll}.update()", "unroll", rbo)
+            else:
+                bx, tx = hl.Var(f"{ll}_wg"), hl.Var(f"{ll}_wi")
+                rec(last, ll, "compute_root")
+                rec(last, ll, "gpu_tile", v, bx, tx, width, GUARD)
+                rec(last.update(), f"{ll}.update()", "gpu_tile", v, bx, tx, width, GUARD)
+    if not scalar:
+        rec(f, name, "gpu_single_thread")
+        if f.has_update_definition():
+            rec(f.update(), lbl, "gpu_single_thread")
+
+
+MAX_CHUNKS = 1024  # chunks of one column reduction (_column_chunks)
+FINAL_UNROLL = 16  # loads in flight in the final sum over more than 64 chunks
 
 
 def _exact_blocks(target: int, ext: Optional[int], per_block: int) -> int:
@@ -246,7 +259,7 @@ def _gpu_outer(rec: Recorder, plan: Plan, o: hl.Func, rows: list[hl.Var], spec: 
     if others:
         y = fuse_all(rec, o, others, f"{label}_row") if len(others) > 1 else others[0]
         rec(o, label, "gpu_blocks", y)
-    ext = reduction_extent(plan, o)
+    ext = reduction_size(plan)
     ncols = plan.var_extent(o, x)
     for f in plan.reductions():
         rec(f, f.name(), "compute_at", o, tx)
@@ -271,8 +284,8 @@ def gpu_column_reduce(rec: Recorder, plan: Plan, f: hl.Func, spec: ScheduleSpec)
     rec(f, label, "gpu_tile", x, bx, tx, wg, GUARD)
     if not f.has_update_definition():
         return
-    ext = reduction_extent(plan, f)
-    if len(args) == 1 and len(f.rvars(0)) == 1 and ext is not None and ncols is not None and ext >= 256:
+    ext = reduction_size(plan)
+    if ext is not None and ncols is not None and ext >= 256:
         _column_chunks(rec, plan, f, ext, ncols, 1, wg, spec)
     upd = f.update()
     y = fuse_all(rec, upd, args, f"{label}_u") if len(args) > 1 else args[0]
@@ -282,18 +295,24 @@ def gpu_column_reduce(rec: Recorder, plan: Plan, f: hl.Func, spec: ScheduleSpec)
 def _column_chunks(rec: Recorder, plan: Plan, f: hl.Func, ext: int, ncols: int, vec: int, wg: int,
                    spec: ScheduleSpec) -> bool:
     """Split ``f``'s (column) reduction in chunks summed in parallel: ``part[x, c]`` in each work-item's registers,
-    stored once per chunk; ``f``'s update then adds the chunks. False where the column is too short to gain."""
-    # enough work-items to fill the device: 2048 per compute unit, each summing ``vec`` columns of a chunk
-    chunks = max(2, min(pow2_floor(plan.caps.parallelism * 2048 * vec // max(ncols, 1)), ext // 64))
+    stored once per chunk; ``f``'s update then adds the chunks. ``ext`` counts every point of the reduction
+    domain (several RVars are fused into one first). False where the column is too short to gain."""
+    # enough work-items to fill the device: 2048 per compute unit, each summing ``vec`` columns of a chunk; at most
+    # MAX_CHUNKS, so the final sum of a column (one work-item, FINAL_UNROLL loads in flight) stays short
+    chunks = max(2, min(pow2_floor(plan.caps.parallelism * 2048 * vec // max(ncols, 1)), ext // 64, MAX_CHUNKS))
     if chunks < 4:
         return False
     fx = next((v for v in f.args() if plan.is_contiguous(v)), f.args()[0])
     ro, ri, c = hl.RVar(f"{f.name()}_ro"), hl.RVar(f"{f.name()}_ri"), hl.Var(f"{f.name()}_chunk")
     lbl = f"{f.name()}.update()"
-    rec(f.update(), lbl, "split", f.rvars(0)[0], ro, ri, -(-ext // chunks), GUARD)
+    rec(f.update(), lbl, "split", fused_rvar(rec, f), ro, ri, -(-ext // chunks), GUARD)
     part = rec(f.update(), lbl, "rfactor", ro, c)  # part[x, c] = sum of chunk c of column x
     if chunks <= 64:  # the final sum over chunks: every chunk's load in flight, not one L2 round trip each
         rec(f.update(), lbl, "unroll", ro)
+    else:
+        roo, roi = hl.RVar(f"{f.name()}_roo"), hl.RVar(f"{f.name()}_roi")
+        rec(f.update(), lbl, "split", ro, roo, roi, FINAL_UNROLL, GUARD)
+        rec(f.update(), lbl, "unroll", roi)
     pl = f"{f.name()}_partial"
     pbx, pby, ptx, pty = (hl.Var(f"{pl}_{n}") for n in ("bx", "by", "tx", "ty"))
     # the chunk sums accumulate in each work-item's registers (part computed per work-item inside a wrapper
@@ -301,8 +320,9 @@ def _column_chunks(rec: Recorder, plan: Plan, f: hl.Func, ext: int, ncols: int, 
     wrap = rec(part, pl, "in_")
     wl = f"{pl}_out"
     rec(wrap, wl, "compute_root")
-    wx = next(v for v in wrap.args() if v.name() == fx.name())
-    wc = next(v for v in wrap.args() if v.name() != fx.name())
+    wc = next(v for v in wrap.args() if v.name() == c.name())
+    cols = [v for v in wrap.args() if v.name() != c.name()]  # a result of several dims: its columns fused
+    wx = fuse_all(rec, wrap, cols, wl) if len(cols) > 1 and vec == 1 else next(v for v in cols if v.name() == fx.name())
     if vec > 1:  # each work-item sums ``vec`` adjacent columns: one vector load per row
         px, lanes = hl.Var(f"{pl}_x"), hl.Var(f"{pl}_lanes")
         rec(wrap, wl, "split", wx, px, lanes, vec, GUARD)

@@ -109,22 +109,25 @@ def _gpu_tiled(rec: Recorder, out: hl.Func, label: str, x: hl.Var, y: hl.Var, in
     return xo
 
 
-def _gpu(rec: Recorder, out: hl.Func, label: str, x: hl.Var, n: Optional[int], spec: ScheduleSpec) -> hl.Var:
+def _gpu(rec: Recorder, out: hl.Func, label: str, x: hl.Var, n: Optional[int], spec: ScheduleSpec,
+         prefix: Optional[str] = None) -> hl.Var:
+    """``prefix`` names the loop Vars (default ``label``): outputs fused with ``compute_with`` share the names."""
     vec, wg = spec.get("vector", 4), spec.get("wg", 256)
+    name = prefix or label
     while n is not None and vec > 1 and (n % vec or n < vec * wg):
         vec //= 2
     if vec > 1:
-        xv, lanes = hl.Var(f"{label}_v"), hl.Var(f"{label}_lanes")
+        xv, lanes = hl.Var(f"{name}_v"), hl.Var(f"{name}_lanes")
         rec(out, label, "split", x, xv, lanes, vec, GUARD)
         rec(out, label, "vectorize", lanes)
         x = xv
     if n is not None:
         wg = max(1, min(wg, pow2_floor(n // vec)))
-    bx, tx = hl.Var(f"{label}_wg"), hl.Var(f"{label}_wi")
+    bx, tx = hl.Var(f"{name}_wg"), hl.Var(f"{name}_wi")
     unroll = spec.get("unroll", 1)
     if unroll > 1 and n is not None and n % (vec * wg * unroll) == 0:
         # each work-item takes ``unroll`` vectors ``wg`` vectors apart: every load instruction stays coalesced
-        xo, xu = hl.Var(f"{label}_o"), hl.Var(f"{label}_u")
+        xo, xu = hl.Var(f"{name}_o"), hl.Var(f"{name}_u")
         rec(out, label, "split", x, xo, tx, wg, GUARD)
         rec(out, label, "split", xo, bx, xu, unroll, GUARD)
         rec(out, label, "reorder", *([lanes] if vec > 1 else []), xu, tx, bx)
@@ -134,3 +137,30 @@ def _gpu(rec: Recorder, out: hl.Func, label: str, x: hl.Var, n: Optional[int], s
         return bx
     rec(out, label, "gpu_tile", x, bx, tx, wg, GUARD)
     return bx
+
+
+def fusable_outputs(plan: Plan) -> bool:
+    """Whether every output is pure and spans the same domain (an optimizer's in-place multi-tensor update): they
+    can share one GPU loop nest (``gpu_fused_outputs``)."""
+    outs = plan.outputs()
+    if len(outs) < 2 or any(o.has_update_definition() or not o.args() for o in outs):
+        return False
+    shape = [plan.var_extent(outs[0], v) for v in outs[0].args()]
+    return None not in shape and all([plan.var_extent(o, v) for v in o.args()] == shape for o in outs[1:])
+
+
+def gpu_fused_outputs(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
+    """All outputs in one kernel: each scheduled like a lone output with the same loop Var names, the others
+    ``compute_with`` the one before at the work-item loop, so a work-item computes every output of its points
+    (one launch and one pass over shared inputs instead of one kernel per output)."""
+    outs = plan.outputs()
+    n = total([plan.var_extent(outs[0], v) for v in outs[0].args()])
+    gspec = spec if plan.gpu_vectors else spec.with_params(vector=1)
+    gspec = gspec.with_params(unroll=1)  # one loop structure: the work-item Var is ``<prefix>_wi``
+    prefix = outs[0].name()
+    for o in outs:
+        args = list(o.args())
+        x = fuse_all(rec, o, args, o.name(), prefix) if len(args) > 1 else args[0]
+        _gpu(rec, o, o.name(), x, n, gspec, prefix=prefix)
+    for before, o in zip(outs, outs[1:]):
+        rec(o, o.name(), "compute_with", before, hl.Var(f"{prefix}_wi"))

@@ -9,7 +9,7 @@ import halide as hl
 from ..meta import ScheduleSpec
 from . import pointwise
 from .common import GUARD, Plan, Recorder, fuse_all, inner_reduction, primary_output, reduction_extent, total
-from .gpu_reduction import gpu_column_reduce, gpu_fused, gpu_row_reduce
+from .gpu_reduction import gpu_column_reduce, gpu_full_reduce, gpu_fused, gpu_row_reduce
 
 
 def default_params(gpu: bool, vector_width: int) -> dict[str, int]:
@@ -160,13 +160,12 @@ def _host_full_reduction(rec: Recorder, plan: Plan, f: hl.Func, spec: ScheduleSp
 def _staged(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     """Every reduction in its own loop nest (compute_root), outputs pointwise: valid for any consumer graph."""
     for f in plan.reductions():
-        rec(f, f.name(), "compute_root")
         args = list(f.args())
+        if not args and plan.caps.gpu:
+            gpu_full_reduce(rec, plan, f, spec)
+            continue
+        rec(f, f.name(), "compute_root")
         if not args:
-            if plan.caps.gpu:
-                rec(f, f.name(), "gpu_single_thread")
-                if f.has_update_definition():
-                    rec(f.update(), f"{f.name()}.update()", "gpu_single_thread")
             continue
         if plan.caps.gpu and f.has_update_definition() and inner_reduction(plan):
             gpu_row_reduce(rec, plan, f, spec)

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Source this at the start of a GPU-machine run: unpacks the carried halide wheel (.whl/halide312.tar.xz, from
+# ../shared/tools/pack-halide-for-device.sh) and, when carried, the model packages (.whl3/hf.tar.xz or
+# .whl2/hf.tar.xz) and puts them and the project on PYTHONPATH.
+set -e
+mkdir -p /tmp/site /tmp/site2
+[ -f /tmp/site/halide/__init__.py ] || tar xJf .whl/halide312.tar.xz -C /tmp/site
+for hf in .whl3/hf.tar.xz .whl2/hf.tar.xz; do
+  if [ -f "$hf" ] && [ ! -d /tmp/site2/transformers ]; then tar xJf "$hf" -C /tmp/site2; fi
+done
+export PYTHONPATH=/tmp/site:$PWD:/tmp/site2 PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-/tmp/inductor-cache}
+python3 -c "import torch, halide; print('torch', torch.__version__, 'cuda', torch.cuda.get_device_name())"
+set +e
