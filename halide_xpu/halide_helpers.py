@@ -198,7 +198,7 @@ def _divide(a: object, b: object, rounding: str) -> hl.Expr:
 
 
 def floordiv(a: object, b: object) -> hl.Expr:
-    """Python/torch floor division (floats: ``floor(a / b)``)."""
+    """Python/torch floor division (floats: torch's rounding, ``ieee_math.floordiv``)."""
     return _divide(a, b, "floor")
 
 
