@@ -14,7 +14,7 @@ from .special_functions import (airy_ai, bessel_i, bessel_j, bessel_k, bessel_y,
                                 log_ndtr, ndtri, polygamma, spherical_bessel_j0, zeta)
 from .special_polynomials import chebyshev, hermite_h, hermite_he, laguerre_l, legendre_p  # noqa: F401
 from .ieee_math import floordiv as _float_floordiv
-from .ieee_math import fmod, hypot, pow, relu  # noqa: F401, A004
+from .ieee_math import fmod, hypot, negate, pow, relu  # noqa: F401, A004
 
 _building = threading.local()
 
@@ -172,6 +172,8 @@ def mul(a: object, b: object) -> hl.Expr:
 
 def neg(a: object) -> hl.Expr:
     a = _expr(a)
+    if a.type().is_float():
+        return negate(a)  # Halide's -a is 0 - a: +0.0 for +0.0
     return _wrapping("sub", hl.cast(a.type(), 0), a) if _is_int(a) else -a
 
 
@@ -198,7 +200,7 @@ def _divide(a: object, b: object, rounding: str) -> hl.Expr:
 
 
 def floordiv(a: object, b: object) -> hl.Expr:
-    """Python/torch floor division (floats: ``floor(a / b)``)."""
+    """Python/torch floor division (floats: torch's rounding, ``ieee_math.floordiv``)."""
     return _divide(a, b, "floor")
 
 

@@ -5,7 +5,7 @@ import math
 
 import halide as hl
 
-from .special_math import _c, _expr, _unify, exp, is_nan_bits
+from .special_math import _c, _expr, _unify, copysign, exp, is_nan_bits
 from .special_math import log as special_log
 
 
@@ -17,6 +17,13 @@ def _negative(x: hl.Expr) -> hl.Expr:
     """The sign bit (true for -0.0 too)."""
     u = hl.UInt(x.type().bits())
     return (hl.reinterpret(u, x) >> (x.type().bits() - 1)) != hl.cast(u, 0)
+
+
+def negate(x: hl.Expr) -> hl.Expr:
+    """-x by the sign bit: Halide's ``-x`` is ``0 - x``, which gives +0.0 for x = +0.0 (torch.neg: -0.0, so
+    ``1 / -x`` at 0 gave +inf)."""
+    u = hl.UInt(x.type().bits())
+    return hl.reinterpret(x.type(), hl.reinterpret(u, x) ^ (hl.cast(u, 1) << (x.type().bits() - 1)))
 
 
 def _is_odd_integer(y: hl.Expr) -> hl.Expr:
@@ -46,14 +53,15 @@ def pow(x: object, y: object) -> hl.Expr:  # noqa: A001 - the op's name
         log2_result = y * special_log(safe_base) * _c(t, 1 / math.log(2))
         magnitude = hl.select(log2_result > _c(t, 1025.0), inf, log2_result < _c(t, -1076.0), zero,
                               hl.pow(safe_base, y))
-    signed = hl.select((x < zero) & odd, -magnitude, magnitude)
+    signed = hl.select((x < zero) & odd, negate(magnitude), magnitude)  # -0.0 where it underflows
     # y = ±inf: 1 at |x| = 1, else inf or 0 depending on whether |x| < 1 and the sign of y
     inf_y = hl.select(ax == one, one, (ax < one) == (y < zero), inf, zero)
     # x = ±0: ±inf / inf for y < 0, ±0 / 0 for y > 0 (the sign kept for odd integers)
     zero_x = hl.select(y < zero, hl.select(odd, inf * hl.select(_negative(x), -one, one), inf),
                        hl.select(odd, x, zero))
     # x = ±inf: like x = ±0 with the sign of y flipped
-    inf_x = hl.select(y < zero, hl.select(odd & (x < zero), -zero, zero), hl.select(odd & (x < zero), -inf, inf))
+    negative_odd = odd & (x < zero)
+    inf_x = hl.select(y < zero, hl.select(negative_odd, _c(t, -0.0), zero), hl.select(negative_odd, -inf, inf))
     general = hl.select((x < zero) & ~integral, nan, signed)
     r = hl.select(_is_inf(y), inf_y, ax == zero, zero_x, _is_inf(ax), inf_x, general)
     r = hl.select(is_nan_bits(x) | is_nan_bits(y), nan, r)
@@ -78,19 +86,52 @@ def _exact_fmod32(a: hl.Expr, b: hl.Expr) -> hl.Expr:
     return r
 
 
+_FMOD64_STEPS = 84  # ceil((1023 + 1074 - 25) / 25) + 1: the widest exponent gap of two float64 (2^1023, 2^-1074)
+
+
+def _pow2_64(k: hl.Expr) -> hl.Expr:
+    """2^k as float64, 0 <= k <= 1023, from its bits."""
+    return hl.reinterpret(hl.Float(64), hl.cast(hl.UInt(64), k + 1023) << 52)
+
+
+def _true_exponent64(x: hl.Expr) -> hl.Expr:
+    """floor(log2(x)) + 1023 for a float64 x > 0, subnormals too (their exponent field reads 0: scaled by 2^54)."""
+    field = _exponent64(x)
+    return hl.select(field == 0, _exponent64(x * hl.f64(2.0 ** 54)) - 54, field)
+
+
+def _exact_fmod64(a: hl.Expr, b: hl.Expr) -> hl.Expr:
+    """|a| mod |b| in float64, exact for every finite pair. Each step takes ``q = trunc(r / s)`` for ``s = |b| 2^k``
+    with the exponent gap cut to 25 bits, so q has at most 26 bits (and is the true quotient or one more); ``s`` is
+    split on its bits into a high part of 26 significant bits and a low part of 27, so that ``q * high``,
+    ``q * low``, ``r - q * high`` and ``r - q * s`` are all exact (no fma needed; a contracted one is exact too).
+    A step lowers r's exponent by 25: 84 steps close the widest gap. Subnormals get their true exponent (a
+    remainder stuck at the field's 0 stopped shrinking)."""
+    f64, u64 = hl.Float(64), hl.UInt(64)
+    r, d = hl.abs(a), hl.abs(b)
+    d_exp = _true_exponent64(d)
+    low_bits = hl.cast(u64, (1 << 27) - 1)
+    for _ in range(_FMOD64_STEPS):
+        k = hl.clamp(_true_exponent64(r) - d_exp - 25, 0, 2046)
+        k1 = hl.min(k, 1023)
+        scaled = d * _pow2_64(k1) * _pow2_64(k - k1)  # exact: below r / 2^24, never overflows
+        high = hl.reinterpret(f64, hl.reinterpret(u64, scaled) & ~low_bits)
+        low = scaled - high
+        q = hl.trunc(r / scaled)
+        r = (r - q * high) - q * low
+        r = hl.select(r < hl.f64(0.0), r + scaled, r >= scaled, r - scaled, r)
+    return r
+
+
 def fmod(a: object, b: object) -> hl.Expr:
     """C's ``fmod`` for floats (sign of ``a``): NaN for b = 0, a = ±inf or a NaN operand, ``a`` for b = ±inf,
     a zero result keeps the sign of ``a``. ``a - trunc(a / b) * b`` is wrong by up to ``ulp(a)`` once the quotient
-    passes 2^24 (fmod(1e30, 100) gave -7.6e22): fp32 and narrower are reduced exactly in float64; float64 keeps
-    that formula (exact while the quotient stays below 2^26 or so)."""
+    passes 2^24 (fmod(1e30, 100) gave -7.6e22): fp32 and narrower are reduced exactly in float64, float64 exactly
+    in 26-bit quotient steps (that formula gave fmod(1e20, 7) = 0, not 2, and fmod(-1e17, 3) = -0, not -1)."""
     a, b = _unify(a, b)
     t = a.type()
-    if t.bits() < 64:
-        magnitude = hl.cast(t, _exact_fmod32(a, b))
-        r = hl.select(_negative(a), -magnitude, magnitude)
-    else:
-        r = a - hl.trunc(a / b) * b
-        r = hl.select(r == _c(t, 0.0), a * _c(t, 0.0), r)  # ±0 with a's sign
+    magnitude = hl.cast(t, _exact_fmod32(a, b)) if t.bits() < 64 else _exact_fmod64(a, b)
+    r = copysign(magnitude, a)  # a zero result keeps a's sign (``-0.0`` in Halide is +0.0)
     nan = _c(t, math.nan)
     r = hl.select(_is_inf(b) & ~_is_inf(a), a, r)
     return hl.select(is_nan_bits(a) | is_nan_bits(b) | _is_inf(a) | (b == _c(t, 0.0)), nan, r)
@@ -109,7 +150,7 @@ def floordiv(a: object, b: object) -> hl.Expr:
     div = hl.select((m != zero) & ((b < zero) != (m < zero)), div - one, div)
     rounded = hl.floor(div)
     rounded = hl.select(div - rounded > half, rounded + one, rounded)
-    signed_zero = hl.select(_negative(a) != _negative(b), -zero, zero)
+    signed_zero = hl.select(_negative(a) != _negative(b), _c(t, -0.0), zero)
     result = hl.select(div != zero, rounded, signed_zero)
     # a / ±0: a * ±inf (0 / 0 and NaN / 0 give NaN), without a division Halide could see as by a constant zero
     by_zero = a * hl.select(_negative(b), -_c(t, math.inf), _c(t, math.inf))

@@ -78,7 +78,7 @@ class HalideXpuOverrides(HalideOverrides):
     add = _int_semantics("add", "{} + {}")
     sub = _int_semantics("sub", "{} - {}")
     mul = _int_semantics("mul", "{} * {}")
-    neg = _int_semantics("neg", "-{}")
+    neg = staticmethod(lambda x: f"hx.neg({x})")  # floats by the sign bit (Halide's -x gives +0.0 for +0.0)
     floordiv = staticmethod(lambda a, b: f"hx.floordiv({a}, {b})")  # torch's float rounding too (ieee_math)
     truncdiv = _int_semantics("truncdiv", "hl.trunc({} / {})")
     mod = _int_semantics("mod", "hx.mod({}, {})")  # Inductor's mod is C's remainder (Halide's % is Euclidean)

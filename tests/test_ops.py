@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 import halide_xpu
-from conftest import compile_and_check
+from conftest import compile_and_check, eager_in_float64, on_target
 
 torch.manual_seed(0)
 X = torch.randn(33, 70)
@@ -52,7 +52,10 @@ def test_math_at_special_values(target: str, name: str) -> None:
     89.1, exp(NaN) = 0, log(1e-45) = -88, its erf NaN at ±inf (gelu(inf) = NaN on every CPU target), and
     log(1 + 1e-7) lost x's digits."""
     fn = UNARY_MATH[name]
-    compile_and_check(lambda x: fn(x) * 1.0, SPECIAL_VALUES, atol=1e-30, rtol=1e-5)
+    op = lambda x: fn(x) * 1.0  # noqa: E731
+    # gelu: torch 2.13's vectorized fp32 eager gives gelu(+inf) = NaN (its scalar and float64 kernels: inf)
+    reference = eager_in_float64(op) if name == "gelu" else None
+    compile_and_check(op, SPECIAL_VALUES, atol=1e-30, rtol=1e-5, reference=reference)
 
 
 def test_special_functions(target: str) -> None:
@@ -353,6 +356,19 @@ def test_out_of_range_embedding_raises_on_host(monkeypatch: pytest.MonkeyPatch) 
     shifted = torch.compile(lambda w: F.embedding(torch.arange(3) + 1, w), fullgraph=True)
     torch.testing.assert_close(shifted(weight), weight[1:4])
 
+
+
+@pytest.mark.xfail(strict=True, reason="known gap: on device targets an index Inductor computed from loop variables "
+                                       "and could not prove in range is not checked (read outside the weight)")
+def test_out_of_range_computed_index_on_device_targets(target: str) -> None:
+    """``embedding(arange(3) - 1)`` raises on the host (test above); the opencl and sycl kernels read one row before
+    the weight (garbage, no error). Strict xfail: it passes once device targets raise."""
+    if target in ("host", "cuda"):
+        pytest.skip("host raises (test above); CUDA not compared here")
+    weight = on_target(torch.arange(10.0).reshape(5, 2))
+    compiled = torch.compile(lambda w: F.embedding(torch.arange(3) - 1, w), fullgraph=True)
+    with pytest.raises(Exception, match="index out of bounds|IndexError|out of range"):
+        compiled(weight)  # eager raises IndexError here
 
 def test_dynamic_ceil_division_and_symbolic_modulus(target: str) -> None:
     """Dynamic shapes whose sizes hold ``ceil(a / b)`` (a "same" padding) and whose index is ``... % s**2`` (flip of

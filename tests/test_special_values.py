@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
-from conftest import compile_and_check
+from conftest import compile_and_check, eager_in_float64, on_target
 
 VALUES = [0.0, -0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, math.inf, -math.inf, math.nan, 3.0, -3.0, 1e-30, 1e30,
           0.0677, 100.0, -100.0, 1e-45, 88.0, -88.0, -104.0, 20.0, 3.5, -3.5, 1e-8]
@@ -51,4 +52,54 @@ def test_special_values(target: str, name: str) -> None:
         pytest.skip("covered on CPU targets")  # bounded device time: the CPU targets compare these values
     args = _grid(name in BINARY, name)
     fn = _op(name)
-    compile_and_check(lambda *xs: fn(*xs), *args, atol=1e-6, rtol=1e-4)
+    # gelu: torch 2.13's vectorized fp32 eager gives gelu(+inf) = NaN (its scalar and float64 kernels: inf)
+    reference = eager_in_float64(fn) if name == "nn.functional.gelu" else None
+    compile_and_check(lambda *xs: fn(*xs), *args, atol=1e-6, rtol=1e-4, reference=reference)
+
+
+def test_gelu_of_inf_is_inf(target: str) -> None:
+    """gelu(+inf) = inf (x * Φ(x) tends to x) on every target, whatever eager's vectorized fp32 kernel says (NaN in
+    torch 2.13); gelu(-inf) is NaN in every eager path (-inf * 0), and ours too."""
+    x = torch.tensor([math.inf, -math.inf, 3e38, 1.0] * 4)
+    compile_and_check(torch.nn.functional.gelu, x, reference=eager_in_float64(torch.nn.functional.gelu))
+    single = torch.nn.functional.gelu(torch.tensor([math.inf]))  # eager's scalar path agrees
+    assert single.item() == math.inf
+
+
+def _wide_float64_pairs(n: int = 3000) -> tuple[torch.Tensor, torch.Tensor]:
+    """float64 pairs over the whole exponent range (subnormal divisors included) and the cases that were wrong."""
+    g = torch.Generator().manual_seed(0)
+    signs = lambda: torch.randint(0, 2, (n,), generator=g).double() * 2 - 1  # noqa: E731
+    mantissa = lambda: torch.rand(n, generator=g, dtype=torch.float64) + 1  # noqa: E731
+    a = torch.ldexp(mantissa() * signs(), torch.randint(-1074, 1023, (n,), generator=g))
+    b = torch.ldexp(mantissa() * signs(), torch.randint(-1074, 1023, (n,), generator=g))
+    b[: n // 3] = torch.rand(n // 3, generator=g, dtype=torch.float64) * 10 + 0.1
+    b[n // 3: n // 2] = torch.ldexp(mantissa()[: n // 2 - n // 3], torch.randint(-1074, -1022, (n // 2 - n // 3,),
+                                                                                   generator=g))
+    a = torch.cat([a, torch.tensor([1e20, 12345678912345.0, -1e17, 1e300, -6.0, 1.7976931348623157e308, 5e-324],
+                                   dtype=torch.float64)])
+    b = torch.cat([b, torch.tensor([7.0, 0.1, 3.0, 3.0, 3.0, 5e-324, 1.7976931348623157e308], dtype=torch.float64)])
+    return a, b
+
+
+def test_float64_fmod_exact(target: str) -> None:
+    """fmod is exact in C: ``a - trunc(a / b) * b`` in float64 gave fmod(1e20, 7) = 0 (not 2), fmod(12345678912345,
+    0.1) = 0 and fmod(-1e17, 3) = -0 (not -1) on every target. Compared with numpy's fmod bit for bit, the sign of
+    zero included (eager's vector fmod gives NaN where a / b overflows)."""
+    if target == "cuda":
+        pytest.skip("covered on CPU targets")  # bounded device time
+    a, b = _wide_float64_pairs()
+    exact = lambda x, y: torch.from_numpy(np.fmod(x.cpu().numpy(), y.cpu().numpy()))  # noqa: E731
+    compile_and_check(torch.fmod, a, b, atol=0, rtol=0, reference=exact)
+    got = torch.compile(torch.fmod, fullgraph=True)(*on_target((a, b))).cpu()
+    assert not got.isnan().any()
+    assert torch.equal(torch.signbit(got), torch.signbit(exact(a, b)))
+
+
+def test_signed_zeros(target: str) -> None:
+    """-0.0 where torch gives it, seen through 1 / x: Halide's ``-x`` is ``0 - x`` (neg(0.0) gave +0.0, so
+    1 / -x at 0 was +inf), and fmod, pow and floor division built -0.0 the same way."""
+    x = torch.tensor([0.0, -0.0, 1.0, -2.0, 3.0, 1e-30, -1e-30, 4.0])
+    compile_and_check(lambda x: (1.0 / torch.neg(x), 1.0 / torch.fmod(-x * 3, 3.0), 1.0 / torch.pow(-x - 1e-30, 3.0),
+                                 1.0 / torch.pow(x - math.inf, -3.0)), x)
+
