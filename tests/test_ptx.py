@@ -113,12 +113,22 @@ def test_libdevice_rsqrt_is_not_a_marker(tmp_path):
     assert lone > 0
     new, counts = ptx.rewrite(source)
     assert counts["exp"] == ptx.chains(source, ptx.EXP_MARKER) > 0
-    assert new.count(ptx.EXP_MARKER) == lone + counts["exp"]  # libdevice's lines and the dead inner links
+    assert new.count("rsqrt.approx.") == lone + counts["exp"]  # libdevice's lines and the dead inner links (no .ftz)
 
 
 def test_kernels_without_fast_math_are_untouched(tmp_path):
-    obj = _cuda_object(tmp_path, lambda e: hl.exp(e) + e * 2)
+    obj = _cuda_object(tmp_path, lambda e: e * e * 2 + 1)
     assert ptx.rewrite_object(obj, fast_division=True) == ""
+
+
+def test_fp32_flush_to_zero_is_dropped(tmp_path):
+    """Halide takes libdevice's flush-to-zero paths: ``ceil(1e-45)`` was 0 on the H100 (eager: 1)."""
+    obj = _cuda_object(tmp_path, lambda e: hl.ceil(e) + hl.floor(e * 3) + hl.sqrt(e))
+    source = ptx.extract(obj.read_bytes())
+    assert re.search(r"\.ftz(\.\w+)*\.f32", source)
+    new, counts = ptx.rewrite(source, fast_division=False)
+    assert counts["ftz"] > 0 and not re.search(r"\.ftz(\.\w+)*\.f32", new)
+    assert ptx._FTZ_LINE.sub("", "\trcp.approx.ftz.f64 \t%fd2, %fd1;") != ""  # f64 keeps its only form
 
 
 def test_objects_without_device_code_need_no_rewrite(tmp_path):

@@ -103,3 +103,19 @@ def test_signed_zeros(target: str) -> None:
     compile_and_check(lambda x: (1.0 / torch.neg(x), 1.0 / torch.fmod(-x * 3, 3.0), 1.0 / torch.pow(-x - 1e-30, 3.0),
                                  1.0 / torch.pow(x - math.inf, -3.0)), x)
 
+
+
+SUBNORMALS = [1e-45, -1e-45, 3e-42, -3e-42, 1e-40, -1e-40, 1.1e-38, -1.1e-38, 2e-38, 0.0, -0.0, 1.0]
+SUBNORMAL_OPS = {
+    "ceil": torch.ceil, "floor": torch.floor, "trunc": torch.trunc, "round": torch.round, "frac": torch.frac,
+    "sqrt": lambda x: torch.sqrt(x.abs()), "log2": lambda x: torch.log2(x.abs()), "exp2": lambda x: torch.exp2(x * 1e40 - 140),
+    "abs": torch.abs, "neg": torch.neg, "sign": torch.sign, "half": lambda x: x * 0.5, "sum": lambda x: x + x,
+}
+
+
+@pytest.mark.parametrize("name", list(SUBNORMAL_OPS))
+def test_subnormals_are_kept(target: str, name: str) -> None:
+    """Subnormal inputs and results as eager (which keeps them on CPU and CUDA): Halide's CUDA code took libdevice's
+    flush-to-zero paths, so ceil(1e-45) was 0 on the H100 (eager: 1)."""
+    x = torch.tensor(SUBNORMALS, dtype=torch.float32)
+    compile_and_check(SUBNORMAL_OPS[name], x, atol=0, rtol=2e-6)

@@ -19,6 +19,8 @@ PTX is rewritten before the driver sees it. A marker is the *chain* (``rsqrt.app
   forbids); under contention (BERT's token-type embedding gradient: 3.1M adds into 768 addresses) the retries took
   9.4 ms of a 47 ms training step. Same result (the order of concurrent float adds is unspecified either way);
   loops of any other shape (max, min, unrolled differently) are left as they are;
+- ``.ftz`` is dropped from fp32 instructions: Halide builds with libdevice's flush-to-zero paths
+  (``cvt.rpi.ftz.f32.f32`` for ``ceil``: ``ceil(1e-45)`` gave 0, eager CUDA and Triton give 1, keeping subnormals);
 - with fast math, ``div.rn.f32`` becomes ``div.full.f32`` (Triton's fp32 division: 2 ulp over the full range)
   and ``rcp.rn.f32`` becomes ``rcp.approx.f32`` (1 ulp).
 
@@ -122,6 +124,8 @@ _CAS_ADD = re.compile(
     re.MULTILINE,
 )
 _CAS = re.compile(r"\batom(?:\.\w+)*\.cas\.b(?:32|64)\b")
+_FTZ = re.compile(r"\.ftz(?=(?:\.\w+)*\.f32\b)")  # in an fp32 opcode (f64 has only rcp.approx.ftz.f64)
+_FTZ_LINE = re.compile(r"^(?![^\n]*%hx)[^\n]*\.ftz(?:\.\w+)*\.f32\b[^\n]*$", re.MULTILINE)  # not our blocks' lines
 
 
 _FUNCTION_START = re.compile(r"^(?:\.visible[ \t]+|\.weak[ \t]+)?\.(?:entry|func)\b", re.MULTILINE)
@@ -161,12 +165,13 @@ def chains(ptx: str, marker: str) -> int:
 def rewrite(ptx: str, fast_division: bool = True) -> tuple[str, dict[str, int]]:
     """``ptx`` with float CAS-add loops as atomic adds, exp and bf16 marker chains expanded and (``fast_division``)
     fp32 division/reciprocal approximated; also the number of each rewrite (``cas_left``: CAS loops kept)."""
-    counts = {"exp": 0, "bf16": 0, "div": 0, "rcp": 0}
+    counts = {"exp": 0, "bf16": 0, "div": 0, "rcp": 0, "ftz": 0}
     out, counts["atomic_add"] = atomic_adds(ptx)
     counts["cas_left"] = len(_CAS.findall(out))
     for name, marker, pattern, block in (("exp", EXP_MARKER, _EXP_LINE, _EXP_BLOCK),
                                          ("bf16", BF16_MARKER, _BF16_LINE, _BF16_BLOCK)):
         out, counts[name] = _expand_chains(out, name, marker, pattern, block)
+    out, counts["ftz"] = _FTZ_LINE.subn(lambda m: _FTZ.sub("", m.group(0)), out)
     if fast_division:
         out, counts["div"] = re.subn(r"\bdiv\.rn\.f32\b", "div.full.f32", out)
         out, counts["rcp"] = re.subn(r"\brcp\.rn\.f32\b", "rcp.approx.f32", out)
