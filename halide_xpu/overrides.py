@@ -123,10 +123,12 @@ class HalideXpuOverrides(HalideOverrides):
 
     @staticmethod
     def pow(a: Any, b: Any) -> str:  # type: ignore[override]
-        """Halide's host pow is wrong at special values (see ``ieee_math.pow``); device pows are the native ones."""
+        """Halide's pow is wrong at special values on the host and on CUDA (pow(0, -1), pow(0, nan): 64 of 676
+        special-value pairs on the H100), see ``ieee_math.pow``; OpenCL's native pow is right (and the IEEE form
+        computes fp32 through float64, which many Intel GPUs lack)."""
         from torch._inductor.virtualized import V
 
-        if getattr(V.kernel, "target_name", lambda: "")() == "host":
+        if getattr(V.kernel, "target_name", lambda: "")() in ("host", "cuda"):
             return f"hx.pow({a}, {b})"
         return f"hl.pow({a}, {b})"
 
