@@ -15,13 +15,10 @@ import torch  # noqa: E402
 
 import halide_xpu  # noqa: F401,E402  (registers the backend)
 from halide_xpu import compiler  # noqa: E402
-from halide_xpu.target.targets import CUDA_SHARED_BYTES, DeviceCaps  # noqa: E402
+from replay_kernel import CUDA_TARGET, H100  # noqa: E402  (this folder: the CUDA twin's caps and target)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import kernels  # noqa: E402
-
-H100 = DeviceCaps(True, 132, 4, max_work_group=1024, sub_group=32, local_mem=CUDA_SHARED_BYTES)
-CUDA_TARGET = "x86-64-linux-cuda-cuda_capability_80-strict_float-no_runtime"
 
 
 def main() -> None:

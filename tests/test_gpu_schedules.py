@@ -13,14 +13,11 @@ import torch
 import torch.nn.functional as F
 
 from halide_xpu import compiler
-from halide_xpu.target.targets import CUDA_SHARED_BYTES, DeviceCaps
 
 from conftest import compile_and_check
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-
-H100 = DeviceCaps(True, 132, 4, max_work_group=1024, sub_group=32, local_mem=CUDA_SHARED_BYTES)
-CUDA_TARGET = "x86-64-linux-cuda-cuda_capability_86-user_context-strict_float-no_runtime"
+from replay_kernel import CUDA_TARGET, H100, load_meta  # noqa: E402  (the CUDA twin: H100 caps, no GPU needed)
 
 
 def _bn_backward_like(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -125,10 +122,8 @@ HARVESTED = sorted((Path(__file__).parent / "data" / "harvested").glob("*/meta.r
 def test_harvested_kernels_split_their_reductions(entry, tmp_path):
     """Real kernels from H100 training steps (tests/data/harvested): each reduction over >= 4096 points is split
     across work-items (``rfactor``), never summed by one work-item; no variant falls back to ``gpu_safe``."""
-    from replay_kernel import CUDA_TARGET as TWIN, H100 as CAPS, load_meta
-
-    meta = dataclasses.replace(load_meta(entry), halide_target=TWIN)
-    _, lines, variant = compiler.compile_scheduled(meta, (entry / "kernel.py").read_text(), _lower(tmp_path), CAPS)
+    meta = dataclasses.replace(load_meta(entry), halide_target=CUDA_TARGET)
+    _, lines, variant = compiler.compile_scheduled(meta, (entry / "kernel.py").read_text(), _lower(tmp_path), H100)
     if "8b1eef8b9e44" in entry.name:  # AdamW (three in-place outputs): one kernel per output after the snapshots
         assert variant == "pointwise", variant
     assert variant != "gpu_safe", lines
