@@ -124,7 +124,9 @@ def test_harvested_kernels_split_their_reductions(entry, tmp_path):
     across work-items (``rfactor``), never summed by one work-item; no variant falls back to ``gpu_safe``."""
     meta = dataclasses.replace(load_meta(entry), halide_target=CUDA_TARGET)
     _, lines, variant = compiler.compile_scheduled(meta, (entry / "kernel.py").read_text(), _lower(tmp_path), H100)
-    if "8b1eef8b9e44" in entry.name:  # AdamW (three in-place outputs): one kernel per output after the snapshots
-        assert variant == "pointwise", variant
+    if "8b1eef8b9e44" in entry.name:  # AdamW: the three snapshot copies in one kernel, the three outputs in another
+        assert variant == "pointwise_fused", variant
+        assert sum("compute_with" in line for line in lines) == 4, lines
+        assert (tmp_path / "twin.stmt").read_text(errors="replace").count("halide_cuda_run(") == 2  # launches
     assert variant != "gpu_safe", lines
     _assert_split(meta, (entry / "kernel.py").read_text(), lines)

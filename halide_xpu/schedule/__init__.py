@@ -10,7 +10,7 @@ from ..target.targets import DeviceCaps
 from . import pointwise, reduction
 import halide as hl
 
-from .common import GUARD, Plan, Recorder, fuse_all, separate_local_widths
+from .common import GUARD, Plan, Recorder, fuse_all, separate_local_widths, total
 
 log = logging.getLogger(__name__)
 
@@ -63,13 +63,14 @@ def _gpu_safe(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
 
 
 def _pointwise_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
-    """GPU: every output in one kernel (pointwise.gpu_fused_outputs). Not when an output overwrites an input
-    (``snapshots``: an optimizer's in-place update): Halide declares kernel buffers ``noalias`` and reads inputs
-    through the non-coherent cache, so in one kernel nothing orders another output's load of that input before
-    the store; those kernels keep one kernel per output after the snapshot copies."""
-    if plan.meta.snapshots or not pointwise.fusable_outputs(plan):
-        raise NotApplicable("outputs overwrite inputs, differ in domain or have updates: no shared loop nest")
-    pointwise.gpu_fused_outputs(rec, plan, spec)
+    """GPU: every output in one kernel (pointwise.gpu_fused). Safe with in-place outputs (an optimizer's update)
+    because every input an output overwrites is read through its snapshot, copied by an earlier kernel: no output
+    reads memory another output writes (Halide declares kernel buffers ``noalias`` and reads inputs through the
+    non-coherent cache, so one kernel could not order such a load before the store)."""
+    if not pointwise.fusable_outputs(plan):
+        raise NotApplicable("outputs differ in domain or have updates: no shared loop nest")
+    outs = plan.outputs()
+    pointwise.gpu_fused(rec, plan, outs, total([plan.var_extent(outs[0], v) for v in outs[0].args()]), spec)
 
 
 def variants(meta: KernelMeta, caps: DeviceCaps) -> list[tuple[str, Variant]]:
@@ -93,14 +94,24 @@ def _param(plan: Plan, name: str) -> Any:
 
 
 def _snapshot_inputs(rec: Recorder, plan: Plan, meta: KernelMeta) -> None:
-    """Inputs an output overwrites (``KernelMeta.snapshots``) are read through a copy made before any output."""
+    """Inputs an output overwrites (``KernelMeta.snapshots``) are read through a copy made before any output; on
+    GPUs copies of one static shape share one kernel (AdamW's three state tensors: one launch, not three)."""
+    copies, shapes = [], []
     for name in meta.snapshots:
         param = _param(plan, name)
         if param is None:
             continue
         copy = rec(param, name, "in_")
         rec(copy, f"{name}_snapshot", "compute_root")
-        pointwise.schedule_output(rec, plan, copy, meta.schedule.with_params(vector=1) if plan.caps.gpu else meta.schedule)
+        copies.append(copy)
+        shapes.append(next((a.shape for a in meta.args if a.name == name), None))
+    spec = meta.schedule.with_params(vector=1) if plan.caps.gpu else meta.schedule
+    static = [[int(e) for e in shape] if shape and all(str(e).isdigit() for e in shape) else None for shape in shapes]
+    if plan.caps.gpu and len(copies) > 1 and static[0] and all(s == static[0] for s in static):
+        pointwise.gpu_fused(rec, plan, copies, total(static[0]), spec)
+        return
+    for copy in copies:
+        pointwise.schedule_output(rec, plan, copy, spec)
 
 
 class UnscheduledUpdate(RuntimeError):

@@ -140,8 +140,7 @@ def _gpu(rec: Recorder, out: hl.Func, label: str, x: hl.Var, n: Optional[int], s
 
 
 def fusable_outputs(plan: Plan) -> bool:
-    """Whether every output is pure and spans the same domain (an optimizer's in-place multi-tensor update): they
-    can share one GPU loop nest (``gpu_fused_outputs``)."""
+    """Whether every output is pure and spans the same static domain: they can share one GPU loop nest."""
     outs = plan.outputs()
     if len(outs) < 2 or any(o.has_update_definition() or not o.args() for o in outs):
         return False
@@ -149,18 +148,16 @@ def fusable_outputs(plan: Plan) -> bool:
     return None not in shape and all([plan.var_extent(o, v) for v in o.args()] == shape for o in outs[1:])
 
 
-def gpu_fused_outputs(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
-    """All outputs in one kernel: each scheduled like a lone output with the same loop Var names, the others
-    ``compute_with`` the one before at the work-item loop, so a work-item computes every output of its points
-    (one launch and one pass over shared inputs instead of one kernel per output)."""
-    outs = plan.outputs()
-    n = total([plan.var_extent(outs[0], v) for v in outs[0].args()])
+def gpu_fused(rec: Recorder, plan: Plan, funcs: list[hl.Func], n: int, spec: ScheduleSpec) -> None:
+    """``funcs`` (pure, one domain of ``n`` points) in one kernel: each scheduled like a lone output with the same
+    loop Var names, each ``compute_with`` the one before at the work-item loop, so a work-item computes all of
+    them at its points (one launch and one pass over shared inputs instead of a kernel per Func)."""
     gspec = spec if plan.gpu_vectors else spec.with_params(vector=1)
     gspec = gspec.with_params(unroll=1)  # one loop structure: the work-item Var is ``<prefix>_wi``
-    prefix = outs[0].name()
-    for o in outs:
-        args = list(o.args())
-        x = fuse_all(rec, o, args, o.name(), prefix) if len(args) > 1 else args[0]
-        _gpu(rec, o, o.name(), x, n, gspec, prefix=prefix)
-    for before, o in zip(outs, outs[1:]):
-        rec(o, o.name(), "compute_with", before, hl.Var(f"{prefix}_wi"))
+    prefix = funcs[0].name()
+    for f in funcs:
+        args = list(f.args())
+        x = fuse_all(rec, f, args, f.name(), prefix) if len(args) > 1 else args[0]
+        _gpu(rec, f, f.name(), x, n, gspec, prefix=prefix)
+    for before, f in zip(funcs, funcs[1:]):
+        rec(f, f.name(), "compute_with", before, hl.Var(f"{prefix}_wi"))
