@@ -483,6 +483,10 @@ class HalideXpuKernel(HalideKernel):
             except TypeError:
                 stream = wrapper.write_get_raw_stream(device.index, V.graph)
             wrapper.writeline(f"{name}.{name}({', '.join(call_args)}, c_void_p({stream}))")
+        elif V.graph.cpp_wrapper:
+            from .cpp_wrapper import arg_types
+
+            wrapper.generate_kernel_call(name, call_args, device=device, triton=False, arg_types=arg_types(self.xpu_meta()))
         else:
             wrapper.generate_kernel_call(name, call_args, device=device, triton=False)
         stats.record_kernel(name)

@@ -50,6 +50,12 @@ class HalideXpuScheduling(HalideScheduling):
     def codegen_node(self, node: Any) -> Any:
         try:
             try:
+                if V.graph.cpp_wrapper:
+                    from .cpp_wrapper import unsupported
+
+                    why = unsupported(node.get_device().type, bool(V.graph.aot_mode))
+                    if why:
+                        raise Unsupported(why)
                 return super().codegen_node(node)
             except KeyError as e:  # a dtype Halide has no type for (complex64): upstream's table raises KeyError
                 if e.args and isinstance(e.args[0], torch.dtype):
@@ -101,13 +107,20 @@ class HalideXpuScheduling(HalideScheduling):
             return wrapper.src_to_kernel[key]
         kernel_name = f"halide_xpu_kernel_{wrapper.next_kernel_suffix()}"
         wrapper.src_to_kernel[key] = kernel_name
+        origins, detailed = get_kernel_metadata(node_schedule, wrapper)
+        if V.graph.cpp_wrapper:  # built now; the C++ wrapper calls the library's C entry point
+            from . import compiler, cpp_wrapper
+
+            library = str(compiler.load(meta, src_code).library)
+            wrapper.define_kernel(kernel_name, cpp_wrapper.kernel_definition(kernel_name, meta, library),
+                                  f"{origins}\n{detailed}", gpu=False)
+            return kernel_name
         wrapper.add_import_once(META_IMPORT)
         wrapper.add_import_once(LOADER_IMPORT)
         body = IndentedBuffer()
         body.writeline(f"halide_xpu_load(async_compile, {meta!r}, '''")
         body.splice(src_code, strip=True)
         body.writeline("''')")
-        origins, detailed = get_kernel_metadata(node_schedule, wrapper)
         wrapper.define_kernel(kernel_name, body.getvalue(), f"{origins}\n{detailed}")
         return kernel_name
 
