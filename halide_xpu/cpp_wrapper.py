@@ -102,18 +102,21 @@ def unsupported(device_type: str, aot_mode: bool) -> str | None:
     """Why halide-xpu kernels cannot be called from this C++ wrapper (None when they can)."""
     if aot_mode:
         return "AOTInductor does not package halide-xpu kernels yet"
-    if device_type != "cpu":
-        return f"the C++ wrapper calls halide-xpu kernels on CPU targets only, not on {device_type}"
+    if device_type not in ("cpu", "cuda", "xpu"):
+        return f"the C++ wrapper calls halide-xpu kernels on cpu, cuda and xpu, not on {device_type}"
     return None
 
 
 def kernel_definition(kernel_name: str, meta: KernelMeta, library: str) -> str:
     """C++ function ``kernel_name(args...)`` for the wrapper's header: loads ``library`` on first use, then calls its
     ``hx_launch``; a failing kernel throws (the Halide message is in the halide_xpu log)."""
-    if meta.device_type != "cpu":
-        raise NotImplementedError(f"the C++ wrapper calls halide-xpu kernels on CPU targets only, not {meta.device_type}")
     params = [f"{_c_type(a)} {a.name}" for a in meta.call_args]
-    names = ", ".join([a.name for a in meta.call_args] + (["hx_current_queue()"] if meta.glue_takes_stream else []))
+    stream = []
+    if meta.glue_takes_stream:  # GPU wrappers pass torch's raw stream last; the CPU sycl emulation has its queue
+        stream = ["hx_current_queue()"] if meta.device_type == "cpu" else ["stream"]
+        if meta.device_type != "cpu":
+            params.append("void* stream")
+    names = ", ".join([a.name for a in meta.call_args] + stream)
     fn_type = f"int (*)({', '.join([_c_type(a) for a in meta.call_args] + (['void*'] if meta.glue_takes_stream else []))})"
     prepare_src = json.dumps(_PREPARE.format(target=meta.target))
     return "\n".join([

@@ -42,6 +42,23 @@ def no_xpu_hardware() -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def _cpp_wrapper_for_xpu(enabled: bool) -> Iterator[None]:
+    """Inductor's GPU C++ wrapper as on an XPU machine, in one pass: the GPU type is xpu (torch asks the hardware),
+    and the Triton autotuning block, which has no kernel to tune here, is not run."""
+    if not enabled:
+        yield
+        return
+    from torch._inductor.codegen import cpp_wrapper_gpu
+    from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(torch._inductor.config.patch({"cpp_wrapper": True, "triton.autotune_at_compile_time": True}))
+        stack.enter_context(mock.patch.object(cpp_wrapper_gpu, "get_gpu_type", lambda: "xpu"))
+        stack.enter_context(mock.patch.object(PythonWrapperCodegen, "generate_and_run_autotune_block", lambda self: None))
+        yield
+
+
 def _retarget(gm: torch.fx.GraphModule, to_xpu: Callable[[torch.Tensor], torch.Tensor]) -> None:
     """Move a graph traced on CPU fake tensors to the XPU device (metadata and device kwargs)."""
     for node in gm.graph.nodes:
@@ -55,11 +72,12 @@ def _retarget(gm: torch.fx.GraphModule, to_xpu: Callable[[torch.Tensor], torch.T
     gm.recompile()
 
 
-def generate_xpu_code(fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor]) -> str:
+def generate_xpu_code(fn: Callable[..., Any], example_inputs: Sequence[torch.Tensor], cpp_wrapper: bool = False) -> str:
     """The Python module Inductor generates for ``fn`` on ``xpu`` with the current ``xpu_backend``.
 
     ``fn`` is traced with Inductor's decompositions on CPU fake tensors of the inputs' shapes/strides, moved to
-    XPU fake tensors, lowered and scheduled; nothing executes and no XPU hardware is needed.
+    XPU fake tensors, lowered and scheduled; nothing executes and no XPU hardware is needed. ``cpp_wrapper``: the C++
+    wrapper's source instead (Inductor's GPU C++ wrapper with XPU's device overrides; the kernels are built now).
     """
     from torch._inductor.debug import DebugContext
     from torch._inductor.decomposition import select_decomp_table
@@ -68,7 +86,7 @@ def generate_xpu_code(fn: Callable[..., Any], example_inputs: Sequence[torch.Ten
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    with no_xpu_hardware(), FakeTensorMode() as mode:
+    with no_xpu_hardware(), _cpp_wrapper_for_xpu(cpp_wrapper), FakeTensorMode() as mode:
         def fake(t: torch.Tensor, device: Any) -> torch.Tensor:
             return torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=device)
 
@@ -76,7 +94,7 @@ def generate_xpu_code(fn: Callable[..., Any], example_inputs: Sequence[torch.Ten
         gm = make_fx(fn, decomposition_table=select_decomp_table())(*cpu_inputs)
         _retarget(gm, lambda t: fake(t, XPU))
         inputs = [fake(t, XPU) for t in example_inputs]
-        graph = GraphLowering(gm, example_inputs=inputs)
+        graph = GraphLowering(gm, example_inputs=inputs, cpp_wrapper=cpp_wrapper)
         with V.set_graph_handler(graph), V.set_debug_handler(DebugContext()):
             graph.run(*inputs)
             code = graph.codegen()[0]

@@ -1,4 +1,4 @@
-"""Inductor's C++ wrapper calling our kernels (cpp_wrapper=True) on the CPU targets; AOTInductor's logged fallback."""
+"""Inductor's C++ wrapper calling our kernels (cpp_wrapper=True) on every target; AOTInductor's logged fallback."""
 from __future__ import annotations
 
 import logging
@@ -19,8 +19,6 @@ from conftest import on_target
 
 @pytest.fixture
 def cpu_target(target: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    if target == "cuda":
-        pytest.skip("the C++ wrapper calls halide-xpu kernels on CPU targets (CUDA: issue 15)")
     monkeypatch.setattr(torch._inductor.config, "cpp_wrapper", True)
     return target
 

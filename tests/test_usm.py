@@ -162,3 +162,20 @@ def test_fake_xpu_codegen(monkeypatch: pytest.MonkeyPatch) -> None:
         symbols = subprocess.run(["nm", "-u", str(launcher.library)], capture_output=True, text=True).stdout
         assert "hx_usm_run" in symbols and "halide_opencl_run" not in symbols
         assert "halide_copy_to_host" not in symbols  # tensors are used in place
+
+
+@needs_sycl
+def test_fake_xpu_cpp_wrapper_codegen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inductor's XPU C++ wrapper calls our kernels' C entry points with torch's current SYCL queue (issue 15)."""
+    monkeypatch.setattr(torch._inductor.config, "xpu_backend", "halide")
+
+    def model(x, b):
+        return torch.softmax(x + b, -1), (x * x).sum()
+
+    code = xpu_codegen.generate_xpu_code(model, [torch.empty(8, 32), torch.empty(32)], cpp_wrapper=True)
+    assert "sycl::queue* stream0;" in code and "aoti_torch_get_current_xpu_stream(0" in code
+    calls = re.findall(r"^\s*(halide_xpu_kernel_\d+)\((.*)\);$", code, re.M)
+    assert len(calls) >= 2 and all(args.endswith(", stream0") for _, args in calls), calls
+    for name, _ in calls:  # defined in the header: the built library's hx_launch, the queue as user_context
+        assert re.search(rf"static void {name}\(.*void\* stream\) {{", code), name
+    assert "triton" not in code.lower() and "cpp_fused" not in code
