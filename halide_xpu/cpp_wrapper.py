@@ -1,8 +1,12 @@
 """Inductor's C++ wrapper calling halide-xpu kernels: each kernel is a C function that loads its library once."""
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import os
+import shutil
+from pathlib import Path
 from typing import Any
 
 from .meta import KernelMeta
@@ -68,6 +72,57 @@ static void *hx_current_queue() {
 """
 
 
+# AOTInductor: no Python in the process. The kernel and runtime libraries travel in the package (additional_files)
+# and lie beside the model library when it is loaded; the runtime is loaded RTLD_GLOBAL first (kernels bind to it).
+_AOT_HEADER = r"""
+#include <dlfcn.h>
+#include <stdexcept>
+#include <string>
+#ifndef HALIDE_XPU_AOT_HELPERS
+#define HALIDE_XPU_AOT_HELPERS
+static std::string hx_package_dir() {
+    Dl_info info;
+    if (!dladdr(reinterpret_cast<void *>(&hx_package_dir), &info) || !info.dli_fname)
+        throw std::runtime_error("halide_xpu: cannot locate the model library");
+    std::string path = info.dli_fname;
+    size_t slash = path.rfind('/');
+    return slash == std::string::npos ? std::string(".") : path.substr(0, slash);
+}
+// Halide's default error handler aborts the process: record the message instead (and pass it on to a handler
+// someone else installed, e.g. halide_xpu's Python side in the same process), then throw.
+typedef void (*hx_error_handler_t)(void *, const char *);
+static thread_local std::string hx_last_error;
+static hx_error_handler_t hx_previous_handler = nullptr;
+static void hx_on_error(void *user_context, const char *msg) {
+    hx_last_error = msg ? msg : "";
+    if (hx_previous_handler) hx_previous_handler(user_context, msg);
+}
+static void *hx_kernel_symbol(const char *runtime, const char *library, const char *symbol) {
+    std::string dir = hx_package_dir();
+    if (!dlopen((dir + "/" + runtime).c_str(), RTLD_NOW | RTLD_GLOBAL))
+        throw std::runtime_error(std::string("halide_xpu: cannot load the Halide runtime: ") + dlerror());
+    // the runtime the kernels bind to: the first one loaded globally
+    auto set_handler = reinterpret_cast<hx_error_handler_t (*)(hx_error_handler_t)>(dlsym(RTLD_DEFAULT, "halide_set_error_handler"));
+    void *fallback = dlsym(RTLD_DEFAULT, "halide_default_error");
+    if (set_handler) {
+        hx_error_handler_t previous = set_handler(&hx_on_error);
+        if (previous != &hx_on_error && reinterpret_cast<void *>(previous) != fallback) hx_previous_handler = previous;
+    }
+    void *lib = dlopen((dir + "/" + library).c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib) throw std::runtime_error(std::string("halide_xpu: cannot load kernel library: ") + dlerror());
+    void *fn = dlsym(lib, symbol);
+    if (!fn) throw std::runtime_error(std::string("halide_xpu: no ") + symbol + " in " + library);
+    return fn;
+}
+static std::runtime_error hx_kernel_error(const char *kernel, int err) {
+    return std::runtime_error(std::string("halide_xpu kernel ") + kernel + " failed (Halide error " + std::to_string(err)
+                              + "): " + hx_last_error);
+}
+#endif
+"""
+AOT_TARGETS = ("host", "cuda")
+
+
 def prepare(target: str) -> None:
     """Everything a kernel library of ``target`` needs in this process before it is loaded."""
     from .runtime import halide_runtime
@@ -98,18 +153,40 @@ def arg_types(meta: KernelMeta) -> list[str]:
     return [_c_type(a) for a in meta.call_args]
 
 
-def unsupported(device_type: str, aot_mode: bool) -> str | None:
+def unsupported(device_type: str, target: str, aot_mode: bool) -> str | None:
     """Why halide-xpu kernels cannot be called from this C++ wrapper (None when they can)."""
-    if aot_mode:
-        return "AOTInductor does not package halide-xpu kernels yet"
     if device_type not in ("cpu", "cuda", "xpu"):
         return f"the C++ wrapper calls halide-xpu kernels on cpu, cuda and xpu, not on {device_type}"
+    if aot_mode and target not in AOT_TARGETS:
+        return (f"AOTInductor packages halide-xpu kernels of the {' and '.join(AOT_TARGETS)} targets; {target!r} needs "
+                "its device runtime set up by halide_xpu's Python side")
     return None
 
 
-def kernel_definition(kernel_name: str, meta: KernelMeta, library: str) -> str:
+def _packaged(library: str, aot_files: list[Any]) -> tuple[str, str]:
+    """Copies of the kernel library and of the Halide runtime under names unique in a package, added to the
+    package's files; returns their file names."""
+    from . import cache
+    from .runtime import runtime_library
+
+    names = []
+    for path, stem in ((runtime_library(), "hx_runtime"), (Path(library), "hx_kernel")):
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+        copy = cache.cache_root() / "aoti" / f"{stem}_{digest}.so"
+        if not copy.exists():
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            tmp = copy.with_suffix(f".{os.getpid()}.tmp")
+            shutil.copyfile(path, tmp)
+            os.replace(tmp, copy)
+        if str(copy) not in aot_files:
+            aot_files.append(str(copy))
+        names.append(copy.name)
+    return names[0], names[1]
+
+
+def kernel_definition(kernel_name: str, meta: KernelMeta, library: str, aot_files: list[Any] | None = None) -> str:
     """C++ function ``kernel_name(args...)`` for the wrapper's header: loads ``library`` on first use, then calls its
-    ``hx_launch``; a failing kernel throws (the Halide message is in the halide_xpu log)."""
+    ``hx_launch``; a failing kernel throws. ``aot_files``: AOTInductor's list of files to package (AOT mode)."""
     params = [f"{_c_type(a)} {a.name}" for a in meta.call_args]
     stream = []
     if meta.glue_takes_stream:  # GPU wrappers pass torch's raw stream last; the CPU sycl emulation has its queue
@@ -118,12 +195,16 @@ def kernel_definition(kernel_name: str, meta: KernelMeta, library: str) -> str:
             params.append("void* stream")
     names = ", ".join([a.name for a in meta.call_args] + stream)
     fn_type = f"int (*)({', '.join([_c_type(a) for a in meta.call_args] + (['void*'] if meta.glue_takes_stream else []))})"
-    prepare_src = json.dumps(_PREPARE.format(target=meta.target))
+    if aot_files is None:
+        header, load = _HEADER, f"{json.dumps(_PREPARE.format(target=meta.target))}, {json.dumps(library)}"
+    else:
+        runtime, kernel = _packaged(library, aot_files)
+        header, load = _AOT_HEADER, f"{json.dumps(runtime)}, {json.dumps(kernel)}"
     return "\n".join([
-        _HEADER,
+        header,
         f"static void {kernel_name}({', '.join(params)}) {{",
         f"    using fn_t = {fn_type};",
-        f"    static fn_t fn = reinterpret_cast<fn_t>(hx_kernel_symbol({prepare_src}, {json.dumps(library)}, \"hx_launch\"));",
+        f"    static fn_t fn = reinterpret_cast<fn_t>(hx_kernel_symbol({load}, \"hx_launch\"));",
         f"    if (int err = fn({names})) throw hx_kernel_error(\"{kernel_name}\", err);",
         "}",
         "",

@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 _ERROR_HANDLER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p)
 _lock = threading.Lock()
 _runtime: Optional[ctypes.CDLL] = None
+_runtime_path: Optional[Path] = None
 _errors = threading.local()
 _used_device_apis: set[str] = set()
 
@@ -68,20 +69,28 @@ def _build_runtime(target: str) -> Path:
 
 def halide_runtime() -> ctypes.CDLL:
     """The process-wide Halide runtime, loaded RTLD_GLOBAL so every kernel library binds to it."""
-    global _runtime
+    global _runtime, _runtime_path
     with _lock:
         if _runtime is None:
             target = targets.runtime_target()
             if "opencl" in target:
                 opencl_devices.load_opencl()
                 opencl_devices.select_device()  # exports HL_OCL_* for the runtime's device choice
-            lib = ctypes.CDLL(str(_build_runtime(target)), mode=ctypes.RTLD_GLOBAL)
+            _runtime_path = _build_runtime(target)
+            lib = ctypes.CDLL(str(_runtime_path), mode=ctypes.RTLD_GLOBAL)
             lib.halide_set_error_handler(_error_callback)
             lib.halide_reuse_device_allocations(None, ctypes.c_bool(True))
             atexit.register(_release_devices, lib)
             _runtime = lib
             log.debug("loaded Halide runtime for %s", target)
         return _runtime
+
+
+def runtime_library() -> Path:
+    """The file of the process's Halide runtime (loaded now if it was not)."""
+    halide_runtime()
+    assert _runtime_path is not None
+    return _runtime_path
 
 
 def _release_devices(lib: ctypes.CDLL) -> None:

@@ -53,7 +53,9 @@ class HalideXpuScheduling(HalideScheduling):
                 if V.graph.cpp_wrapper:
                     from .cpp_wrapper import unsupported
 
-                    why = unsupported(node.get_device().type, bool(V.graph.aot_mode))
+                    device = node.get_device()
+                    target = config.resolved_cpu_target if device.type == "cpu" else device.type
+                    why = unsupported(device.type, "sycl" if target == "xpu" else target, bool(V.graph.aot_mode))
                     if why:
                         raise Unsupported(why)
                 return super().codegen_node(node)
@@ -112,7 +114,8 @@ class HalideXpuScheduling(HalideScheduling):
             from . import compiler, cpp_wrapper
 
             library = str(compiler.load(meta, src_code).library)
-            wrapper.define_kernel(kernel_name, cpp_wrapper.kernel_definition(kernel_name, meta, library),
+            aot_files = wrapper.additional_files if V.graph.aot_mode else None
+            wrapper.define_kernel(kernel_name, cpp_wrapper.kernel_definition(kernel_name, meta, library, aot_files),
                                   f"{origins}\n{detailed}", gpu=False)
             return kernel_name
         wrapper.add_import_once(META_IMPORT)

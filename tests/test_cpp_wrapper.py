@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch._inductor.utils import run_and_get_code
 
 import halide_xpu
+from halide_xpu.target import opencl_devices
 
 from conftest import on_target
 
@@ -63,29 +64,69 @@ def test_cpp_wrapper_kernel_error_raises(monkeypatch: pytest.MonkeyPatch, cpu_ta
         fn(x, torch.tensor([1, 100]))
 
 
-def test_aoti_falls_back_with_a_logged_reason(tmp_path, caplog: pytest.LogCaptureFixture,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """AOTInductor with our backend selected: Inductor's C++ kernels, one logged reason, a package that loads and
-    runs in a fresh process (packaging our kernels is issue 15's remaining work)."""
+class _Exported(torch.nn.Module):
+    def forward(self, x: torch.Tensor, i: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        h = F.silu(x * 2.0 + 1.0)
+        return h.sum(1), x[i] * 2, torch.softmax(h, -1)
+
+
+def _aoti_package(tmp_path, x: torch.Tensor, i: torch.Tensor) -> str:
+    batch = torch.export.Dim("batch", min=2, max=64)
+    ep = torch.export.export(_Exported(), (x, i), dynamic_shapes={"x": {0: batch}, "i": None})
+    return torch._inductor.aoti_compile_and_package(ep, package_path=str(tmp_path / "m.pt2"))
+
+
+def _run_in_fresh_process(tmp_path, path: str, inputs: list) -> list:
+    """Load the package and run it in a new Python process; also reports whether halide_xpu's runtime was imported."""
+    torch.save(inputs, tmp_path / "in.pt")
+    script = textwrap.dedent(f"""
+        import sys, torch
+        m = torch._inductor.aoti_load_package({path!r})
+        def run(args):
+            try:
+                return m(*args)
+            except RuntimeError as e:  # a failing kernel raises; the process lives on
+                return str(e)
+        outs = [run(args) for args in torch.load({str(tmp_path / 'in.pt')!r})]
+        torch.save((outs, "halide_xpu.runtime" in sys.modules), {str(tmp_path / 'out.pt')!r})
+    """)
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=300)
+    return torch.load(tmp_path / "out.pt")
+
+
+def test_aoti_packages_our_kernels(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """AOTInductor with halide-xpu host kernels: the .pt2 carries the kernel libraries and the Halide runtime; a fresh
+    process runs it (dynamic batch) with no halide-xpu Python on the launch path."""
+    import zipfile
+
     monkeypatch.setattr(torch._inductor.config, "cpu_backend", "halide_xpu")
     monkeypatch.setattr(halide_xpu.config, "cpu_target", "host")
+    halide_xpu.stats.reset()
+    x, i = torch.randn(8, 16), torch.tensor([3, 1, 7])
+    path = _aoti_package(tmp_path, x, i)
+    assert halide_xpu.stats.counters["kernels_generated"] >= 2 and not halide_xpu.stats.fallbacks
+    names = zipfile.ZipFile(path).namelist()
+    assert any("hx_runtime_" in n for n in names) and sum("hx_kernel_" in n for n in names) >= 2, names
+    inputs = [(x, i), (torch.randn(5, 16), torch.tensor([4, 0, 2]))]  # i has a static shape
+    outs, imported_runtime = _run_in_fresh_process(tmp_path, path, inputs + [(x, torch.tensor([1, 9, 2]))])
+    for out, args in zip(outs, inputs):
+        torch.testing.assert_close(out, _Exported()(*args))
+    assert "Requirement Failed" in outs[-1] and "halide_xpu kernel" in outs[-1], outs[-1]  # Halide's message
+    assert not imported_runtime
 
-    class M(torch.nn.Module):
-        def forward(self, x: torch.Tensor, i: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            return (x.sin() + 1).sum(1), x[i] * 2
 
+def test_aoti_falls_back_with_a_logged_reason(tmp_path, caplog: pytest.LogCaptureFixture,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """opencl/sycl kernels need halide_xpu's Python set-up (device choice, ICD loader, dpctl): AOTInductor gets
+    Inductor's C++ kernels, with one logged reason per node."""
+    if not opencl_devices.select_device():
+        pytest.skip("no OpenCL device")
+    monkeypatch.setattr(torch._inductor.config, "cpu_backend", "halide_xpu")
+    monkeypatch.setattr(halide_xpu.config, "cpu_target", "opencl")
     x, i = torch.randn(8, 16), torch.tensor([3, 1])
     halide_xpu.stats.reset()
     with caplog.at_level(logging.WARNING, logger="halide_xpu.scheduling"):
-        path = torch._inductor.aoti_compile_and_package(torch.export.export(M(), (x, i)),
-                                                        package_path=str(tmp_path / "m.pt2"))
-    assert "AOTInductor does not package halide-xpu kernels yet" in caplog.text
-    torch.save((x, i), tmp_path / "in.pt")
-    script = textwrap.dedent(f"""
-        import torch
-        m = torch._inductor.aoti_load_package({path!r})
-        x, i = torch.load({str(tmp_path / 'in.pt')!r})
-        torch.save(m(x, i), {str(tmp_path / 'out.pt')!r})
-    """)
-    subprocess.run([sys.executable, "-c", script], check=True, timeout=300)
-    torch.testing.assert_close(torch.load(tmp_path / "out.pt"), M()(x, i))
+        path = _aoti_package(tmp_path, x, i)
+    assert "AOTInductor packages halide-xpu kernels of the host and cuda targets" in caplog.text
+    outs, _ = _run_in_fresh_process(tmp_path, path, [(x, i)])
+    torch.testing.assert_close(outs[0], _Exported()(x, i))
