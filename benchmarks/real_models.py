@@ -180,8 +180,9 @@ def _top_kernels(fn: Callable[[], Any], device: str, count: int, dump: Optional[
 
 
 def run_case(name: str, build: Callable, dtype: torch.dtype, mode: str, device: str, backends: list[str],
-             reps: int, profile: int = 0, dump: Optional[Path] = None) -> dict[str, Any]:
-    """One model × dtype × mode ("infer" or "train"): eager reference, then each compiled backend."""
+             reps: int, profile: int = 0, dump: Optional[Path] = None, tables: Optional[dict] = None) -> dict[str, Any]:
+    """One model × dtype × mode ("infer" or "train"): eager reference, then each compiled backend. ``tables``: pair
+    each of our kernels with Triton's kernel of the same node group (kernel_table.py), stored under the case's name."""
     torch.manual_seed(0)
     model, make_inputs, loss_fn = build()
     model = model.to(device=device, dtype=dtype).train(mode == "train")
@@ -213,6 +214,7 @@ def run_case(name: str, build: Callable, dtype: torch.dtype, mode: str, device: 
 
     rec: dict[str, Any] = {"model": name, "dtype": str(dtype).split(".")[-1], "mode": mode, "ms": {}, "rel_err": {}}
     eager_model = copy.deepcopy(model)
+    per_backend: dict[str, Any] = {}
     ref = runner(eager_model, False)()
     rec["ms"]["eager"] = round(_time_ms(runner(copy.deepcopy(model), False), device, reps), 3)
     for backend in backends:
@@ -222,7 +224,12 @@ def run_case(name: str, build: Callable, dtype: torch.dtype, mode: str, device: 
         try:
             with torch._inductor.config.patch(_backend_config(backend, device)):
                 fn = runner(m, True)
-                got = fn()
+                if tables is not None:
+                    from torch._inductor.utils import run_and_get_code
+
+                    got, codes = run_and_get_code(fn)
+                else:
+                    got = fn()
                 errs = _errors(got, ref)
                 rec["rel_err"][backend] = max(errs)
                 rec.setdefault("worst_output", {})[backend] = [errs.index(max(errs)), len(errs)]
@@ -231,12 +238,21 @@ def run_case(name: str, build: Callable, dtype: torch.dtype, mode: str, device: 
                     rec["kernels"] = stats.counters["kernels_generated"]
                     rec["fallbacks"] = [f"{f.reason}" for f in stats.fallbacks][:5]
                 rec["ms"][backend] = round(_time_ms(fn, device, reps), 3)
+                if tables is not None:
+                    from kernel_table import device_times
+
+                    per_backend[backend] = (codes, device_times(fn))
                 if profile:
                     rec.setdefault("top_kernels", {})[backend] = _top_kernels(
                         fn, device, profile, dump / f"{name}_{rec['dtype']}_{mode}" if dump and backend == "ours" else None)
         except Exception as e:  # one failing backend never ends the run
             rec.setdefault("errors", {})[backend] = f"{type(e).__name__}: {str(e)[:600]}"
             traceback.print_exc(limit=-3)
+    if tables is not None and {"ours", "inductor"} <= set(per_backend):
+        from kernel_table import compare
+
+        tables[f"{name} {rec['dtype']} {mode}"] = compare(per_backend["inductor"], per_backend["ours"])
+        rec["kernel_table"] = tables[f"{name} {rec['dtype']} {mode}"]["summary"]
     tol = TOLERANCE[dtype]
     anchor = rec["rel_err"].get("inductor", 0.0)
     rec["ok"] = ("ours" in rec["rel_err"] and rec["finite"]["ours"]
@@ -283,6 +299,8 @@ def main() -> int:
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--profile", type=int, default=0, help="record the N kernels with the most device time")
     p.add_argument("--dump", default=None, help="with --profile: copy the top halide-xpu kernels' sources here")
+    p.add_argument("--kernel-table", action="store_true",
+                   help="CUDA: pair each of our kernels with Triton's for the same node group (harvested_kernels.md)")
     p.add_argument("--out", default=None, help="default benchmarks/results/<device name>")
     args = p.parse_args()
     torch._inductor.config.fx_graph_cache = False
@@ -295,6 +313,7 @@ def main() -> int:
     backends = ["ours"] + ([] if args.no_inductor else ["inductor"])
     table = models(args.small)
     records: list[dict[str, Any]] = []
+    tables: Optional[dict[str, Any]] = {} if args.kernel_table and args.device == "cuda" else None
     for model_name in args.models.split(","):
         for dt in args.dtypes.split(","):
             for mode in args.modes.split(","):
@@ -302,7 +321,7 @@ def main() -> int:
                 print(f"== {model_name} {dt} {mode}", flush=True)
                 try:
                     rec = run_case(model_name, table[model_name], getattr(torch, dt), mode, args.device, backends,
-                                   args.reps, args.profile, Path(args.dump) if args.dump else None)
+                                   args.reps, args.profile, Path(args.dump) if args.dump else None, tables)
                 except Exception as e:  # a model that cannot even build or run eagerly
                     rec = {"model": model_name, "dtype": dt, "mode": mode, "ms": {}, "rel_err": {}, "ok": False,
                            "errors": {"eager": f"{type(e).__name__}: {str(e)[:600]}"}}
@@ -311,6 +330,10 @@ def main() -> int:
                 print(json.dumps(rec), flush=True)
                 records.append(rec)
                 write(out, records, meta)
+                if tables:
+                    from kernel_table import write as write_table
+
+                    write_table(out, tables, {"device": name, "date": meta["date"], "commit": meta["commit"]})
     bad = [f"{r['model']}/{r['dtype']}/{r['mode']}" for r in records if not r["ok"]]
     print(f"{len(records) - len(bad)}/{len(records)} ok" + (f"; not ok: {', '.join(bad)}" if bad else ""))
     return 1 if bad else 0

@@ -1,0 +1,135 @@
+"""Per-kernel comparison on real graphs: each halide-xpu kernel against the Triton kernel of the same node group.
+
+The wrapper code Inductor generated for a model's graphs (forward, backward, optimizer) names each kernel and the FX
+nodes it computes ("Topologically Sorted Source Nodes: [...]"). Both backends fuse with the same SIMD rules, so a node
+group is the key that pairs a Triton kernel with ours; device time per kernel comes from one profiled call (Triton
+kernels by name, ours by the profiler range ``hx:<cache key>:<variant>`` each launch is wrapped in).
+"""
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+_DEF = re.compile(r"^(\w+) = (async_compile\.triton\(|halide_xpu_load\(async_compile, (KernelMeta\(.*?\)), ''')",
+                  re.M)
+_NODES = re.compile(r"Topologically Sorted Source Nodes: \[([^\]]*)\]")
+
+
+def kernel_groups(codes: list[str]) -> dict[str, dict[str, Any]]:
+    """{profiler key: {"nodes": node group, "graph": index of the graph's code}} for every kernel defined in ``codes``.
+    Triton kernels are keyed by name; ours by ``hx:<cache key[:12]>`` (computed from the metadata and source)."""
+    from halide_xpu import compiler
+    from halide_xpu.meta import ArgSpec, KernelMeta, LoopVar, ScheduleSpec
+
+    names = {"KernelMeta": KernelMeta, "ArgSpec": ArgSpec, "LoopVar": LoopVar, "ScheduleSpec": ScheduleSpec}
+    found: dict[str, dict[str, Any]] = {}
+    for graph, code in enumerate(codes):
+        for m in _DEF.finditer(code):
+            comments = code[max(0, code.rfind("\n\n", 0, m.start())):m.start()]
+            nodes = _NODES.findall(comments)
+            if not nodes:
+                continue
+            key = m.group(1)
+            if m.group(3):  # ours: the launcher's cache key, as the profiler range names it
+                end = code.index("''')", m.end())
+                meta = eval(m.group(3), names)  # noqa: S307 - our own generated repr
+                source = ast.literal_eval(code[m.end() - 3:end + 3])  # the string the launcher got
+                key = "hx:" + compiler.kernel_key(meta, source)[:12]
+            group = tuple(n.strip() for n in nodes[0].split(",") if n.strip())
+            entry = found.setdefault(key, {"nodes": group, "graph": graph, "defs": 0})
+            entry["defs"] += 1
+    return found
+
+
+def device_times(fn: Callable[[], Any]) -> dict[str, list[Any]]:
+    """{kernel or hx range: [device µs in one call, launches, our schedule variant]} for one profiled call on CUDA."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from real_models import _named_launches
+
+    with _named_launches(), profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    times: dict[str, list[Any]] = {}
+    for e in prof.key_averages():
+        variant = ""
+        if e.key.startswith("hx:"):
+            key, variant = ":".join(e.key.split(":")[:2]), e.key.split(":", 2)[-1]
+            us = e.device_time_total
+        else:
+            key, us = e.key, e.self_device_time_total
+        if us > 0:
+            slot = times.setdefault(key, [0.0, 0, variant])
+            slot[0] += us
+            slot[1] += e.count
+    return times
+
+
+def compare(triton: tuple[list[str], dict], ours: tuple[list[str], dict]) -> dict[str, Any]:
+    """Pairs kernels by node group: rows [nodes, triton µs, ours µs, ratio, launches] sorted by ratio, and the device
+    time of kernels without a partner on either side."""
+    groups = {}
+    for side, (codes, times) in (("triton", triton), ("ours", ours)):
+        for key, info in kernel_groups(codes).items():
+            if key not in times:
+                continue  # defined but not launched in the profiled call (or no device time)
+            slot = groups.setdefault(info["nodes"], {})
+            us, calls, variant = times[key]
+            prev = slot.get(side, [0.0, 0, [], variant])
+            slot[side] = [prev[0] + us, prev[1] + calls, prev[2] + [key], prev[3]]
+    rows, unmatched = [], {"triton": 0.0, "ours": 0.0}
+    for nodes, slot in groups.items():
+        if "triton" in slot and "ours" in slot:
+            t, o = slot["triton"][0], slot["ours"][0]
+            rows.append({"nodes": list(nodes), "triton_us": round(t, 2), "ours_us": round(o, 2),
+                         "ratio": round(o / t, 3) if t else float("nan"), "launches": slot["ours"][1],
+                         "triton_kernel": slot["triton"][2][0], "ours_kernel": slot["ours"][2][0],
+                         "variant": slot["ours"][3]})
+        else:
+            for side in slot:
+                unmatched[side] += slot[side][0]
+    rows.sort(key=lambda r: -r["ratio"])
+    ratios = [r["ratio"] for r in rows if r["ratio"] == r["ratio"] and r["ratio"] > 0]
+    matched_t = sum(r["triton_us"] for r in rows)
+    matched_o = sum(r["ours_us"] for r in rows)
+    summary = {"kernels": len(rows), "geomean": round(math.exp(sum(map(math.log, ratios)) / len(ratios)), 3) if ratios else None,
+               "above_1.5": sum(r > 1.5 for r in ratios), "matched_triton_us": round(matched_t, 1),
+               "matched_ours_us": round(matched_o, 1), "unmatched_triton_us": round(unmatched["triton"], 1),
+               "unmatched_ours_us": round(unmatched["ours"], 1)}
+    return {"summary": summary, "rows": rows}
+
+
+def write(out: Path, tables: dict[str, dict[str, Any]], meta: dict[str, Any]) -> None:
+    """``harvested_kernels.json`` + ``.md`` (every case's summary; the slowest 10 kernels of each, with their nodes)."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "harvested_kernels.json").write_text(json.dumps({"meta": meta, "cases": tables}, indent=1))
+    lines = [f"# Harvested kernels: halide-xpu vs Triton per node group ({meta.get('device')}, {meta.get('date')}, "
+             f"commit {meta.get('commit')})", "",
+             "Each kernel of the models' forward, backward and optimizer graphs, paired with Triton's kernel for the same "
+             "FX node group, device time of one training step (torch.profiler). Ratio = ours / Triton.", "",
+             "| case | kernels paired | geomean | > 1.5× | paired µs ours / Triton | unpaired µs ours / Triton |",
+             "|---|---|---|---|---|---|"]
+    all_ratios = []
+    for case, t in tables.items():
+        s = t["summary"]
+        all_ratios += [r["ratio"] for r in t["rows"] if r["ratio"] == r["ratio"] and r["ratio"] > 0]
+        lines.append(f"| {case} | {s['kernels']} | {s['geomean']}× | {s['above_1.5']} | {s['matched_ours_us']} / "
+                     f"{s['matched_triton_us']} | {s['unmatched_ours_us']} / {s['unmatched_triton_us']} |")
+    if all_ratios:
+        lines += ["", f"All cases: {len(all_ratios)} kernels, geomean "
+                      f"{math.exp(sum(map(math.log, all_ratios)) / len(all_ratios)):.3f}×, "
+                      f"{sum(r > 1.5 for r in all_ratios)} above 1.5×."]
+    for case, t in tables.items():
+        lines += ["", f"## {case}: slowest 10 by ratio", "", "| ratio | ours µs | Triton µs | launches | variant | nodes |",
+                  "|---|---|---|---|---|---|"]
+        for r in t["rows"][:10]:
+            nodes = ", ".join(r["nodes"][:6]) + (" …" if len(r["nodes"]) > 6 else "")
+            lines.append(f"| {r['ratio']}× | {r['ours_us']} | {r['triton_us']} | {r['launches']} | "
+                         f"{r.get('variant', '')} | {nodes} |")
+    (out / "harvested_kernels.md").write_text("\n".join(lines) + "\n")
