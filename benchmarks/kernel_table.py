@@ -83,7 +83,7 @@ def compare(triton: tuple[list[str], dict], ours: tuple[list[str], dict]) -> dic
             us, calls, variant = times[key]
             prev = slot.get(side, [0.0, 0, [], variant])
             slot[side] = [prev[0] + us, prev[1] + calls, prev[2] + [key], prev[3]]
-    rows, unmatched = [], {"triton": 0.0, "ours": 0.0}
+    rows, unmatched, unpaired = [], {"triton": 0.0, "ours": 0.0}, []
     for nodes, slot in groups.items():
         if "triton" in slot and "ours" in slot:
             t, o = slot["triton"][0], slot["ours"][0]
@@ -94,6 +94,8 @@ def compare(triton: tuple[list[str], dict], ours: tuple[list[str], dict]) -> dic
         else:
             for side in slot:
                 unmatched[side] += slot[side][0]
+                unpaired.append({"side": side, "us": round(slot[side][0], 2), "launches": slot[side][1],
+                                 "kernel": slot[side][2][0], "variant": slot[side][3], "nodes": list(nodes)})
     rows.sort(key=lambda r: -r["ratio"])
     ratios = [r["ratio"] for r in rows if r["ratio"] == r["ratio"] and r["ratio"] > 0]
     matched_t = sum(r["triton_us"] for r in rows)
@@ -102,7 +104,8 @@ def compare(triton: tuple[list[str], dict], ours: tuple[list[str], dict]) -> dic
                "above_1.5": sum(r > 1.5 for r in ratios), "matched_triton_us": round(matched_t, 1),
                "matched_ours_us": round(matched_o, 1), "unmatched_triton_us": round(unmatched["triton"], 1),
                "unmatched_ours_us": round(unmatched["ours"], 1)}
-    return {"summary": summary, "rows": rows}
+    unpaired.sort(key=lambda u: -u["us"])
+    return {"summary": summary, "rows": rows, "unpaired": unpaired}
 
 
 def write(out: Path, tables: dict[str, dict[str, Any]], meta: dict[str, Any]) -> None:
@@ -132,4 +135,10 @@ def write(out: Path, tables: dict[str, dict[str, Any]], meta: dict[str, Any]) ->
             nodes = ", ".join(r["nodes"][:6]) + (" …" if len(r["nodes"]) > 6 else "")
             lines.append(f"| {r['ratio']}× | {r['ours_us']} | {r['triton_us']} | {r['launches']} | "
                          f"{r.get('variant', '')} | {nodes} |")
+        if t.get("unpaired"):
+            lines += ["", f"Unpaired (node groups fused differently), most device time first:", "",
+                      "| side | µs | launches | kernel | variant | nodes |", "|---|---|---|---|---|---|"]
+            for u in t["unpaired"][:8]:
+                nodes = ", ".join(u["nodes"][:6]) + (" …" if len(u["nodes"]) > 6 else "")
+                lines.append(f"| {u['side']} | {u['us']} | {u['launches']} | {u['kernel'][:40]} | {u['variant']} | {nodes} |")
     (out / "harvested_kernels.md").write_text("\n".join(lines) + "\n")
