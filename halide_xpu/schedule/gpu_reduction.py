@@ -234,7 +234,8 @@ def gpu_full_reduce(rec: Recorder, plan: Plan, f: hl.Func, spec: ScheduleSpec,
             rec(f.update(), lbl, "gpu_single_thread")
 
 
-MAX_CHUNKS = 1024  # chunks of one column reduction (_column_chunks)
+MAX_CHUNKS = 1024  # chunks of one column reduction (_column_chunks) summed by one work-item
+MAX_CHUNKS_STAGED = 4096  # ... summed by a work-group per column (_final_over_chunks)
 FINAL_UNROLL = 16  # loads in flight in the final sum over more than 64 chunks
 
 
@@ -267,10 +268,12 @@ def _gpu_outer(rec: Recorder, plan: Plan, o: hl.Func, rows: list[hl.Var], spec: 
             continue
         vec = spec.get("vector_outer", 1) if plan.gpu_vectors else 1  # H100: 4 lanes 1.46x Triton, 1 lane 1.16x
         vec = vec if vec > 1 and ncols % vec == 0 and ncols >= vec * wg else 1
-        _column_chunks(rec, plan, f, ext, ncols, vec, wg, spec)
+        chunks = _column_chunks(rec, plan, f, ext, ncols, vec, wg, spec)
+        if chunks:
+            _final_unrolled(rec, f, chunks)
 
 
-def gpu_column_reduce(rec: Recorder, plan: Plan, f: hl.Func, spec: ScheduleSpec) -> None:
+def gpu_column_reduce(rec: Recorder, plan: Plan, f: hl.Func, spec: ScheduleSpec, shared: Optional[dict] = None) -> None:
     """A reduction over a non-contiguous dim in its own kernels (the staged form: column sums of a backward's
     bias and norm-weight gradients): one work-item per column, coalesced along it; a long column of a 1-D result
     split in chunks whose sums run in parallel (``_column_chunks``), then added. Was one work-item per column over
@@ -285,34 +288,41 @@ def gpu_column_reduce(rec: Recorder, plan: Plan, f: hl.Func, spec: ScheduleSpec)
     if not f.has_update_definition():
         return
     ext = reduction_size(plan)
+    chunks = 0
     if ext is not None and ncols is not None and ext >= 256:
-        _column_chunks(rec, plan, f, ext, ncols, 1, wg, spec)
+        chunks = _column_chunks(rec, plan, f, ext, ncols, 1, wg, spec, MAX_CHUNKS_STAGED, shared)
+    if chunks > 64:
+        _final_over_chunks(rec, plan, f, args, chunks, spec)
+        return
+    if chunks:
+        _final_unrolled(rec, f, chunks)
     upd = f.update()
     y = fuse_all(rec, upd, args, f"{label}_u") if len(args) > 1 else args[0]
     rec(upd, f"{label}.update()", "gpu_tile", y, bx, tx, wg, GUARD)
 
 
 def _column_chunks(rec: Recorder, plan: Plan, f: hl.Func, ext: int, ncols: int, vec: int, wg: int,
-                   spec: ScheduleSpec) -> bool:
+                   spec: ScheduleSpec, max_chunks: int = MAX_CHUNKS, shared: Optional[dict] = None) -> int:
     """Split ``f``'s (column) reduction in chunks summed in parallel: ``part[x, c]`` in each work-item's registers,
-    stored once per chunk; ``f``'s update then adds the chunks. ``ext`` counts every point of the reduction
-    domain (several RVars are fused into one first). False where the column is too short to gain."""
-    # enough work-items to fill the device: 2048 per compute unit, each summing ``vec`` columns of a chunk; at most
-    # MAX_CHUNKS, so the final sum of a column (one work-item, FINAL_UNROLL loads in flight) stays short
-    chunks = max(2, min(pow2_floor(plan.caps.parallelism * 2048 * vec // max(ncols, 1)), ext // 64, MAX_CHUNKS))
+    stored once per chunk; ``f``'s update then adds the chunks (scheduled by the caller: ``_final_over_chunks``
+    when ``f`` is a kernel of its own). ``ext`` counts every point of the reduction domain (several RVars are
+    fused into one first). ``shared``: chunk kernels of the same shape share one kernel (``compute_with``), so a
+    backward's several column sums over one gradient read it once from memory (then from cache). Returns the
+    chunk count, 0 where the column is too short to gain."""
+    # enough work-items to fill the device: 2048 per compute unit, each summing ``vec`` columns of a chunk
+    chunks = max(2, min(pow2_floor(plan.caps.parallelism * 2048 * vec // max(ncols, 1)), ext // 64, max_chunks))
     if chunks < 4:
-        return False
+        return 0
+    unroll = spec.get("unroll_outer", 4)
+    rows = -(-ext // chunks)
+    if unroll > 1 and rows >= 4 * unroll:  # whole unrolled steps: every work-item's loads in flight together
+        rows = -(-rows // unroll) * unroll
+        chunks = -(-ext // rows)
     fx = next((v for v in f.args() if plan.is_contiguous(v)), f.args()[0])
     ro, ri, c = hl.RVar(f"{f.name()}_ro"), hl.RVar(f"{f.name()}_ri"), hl.Var(f"{f.name()}_chunk")
     lbl = f"{f.name()}.update()"
-    rec(f.update(), lbl, "split", fused_rvar(rec, f), ro, ri, -(-ext // chunks), GUARD)
+    rec(f.update(), lbl, "split", fused_rvar(rec, f), ro, ri, rows, GUARD)
     part = rec(f.update(), lbl, "rfactor", ro, c)  # part[x, c] = sum of chunk c of column x
-    if chunks <= 64:  # the final sum over chunks: every chunk's load in flight, not one L2 round trip each
-        rec(f.update(), lbl, "unroll", ro)
-    else:
-        roo, roi = hl.RVar(f"{f.name()}_roo"), hl.RVar(f"{f.name()}_roi")
-        rec(f.update(), lbl, "split", ro, roo, roi, FINAL_UNROLL, GUARD)
-        rec(f.update(), lbl, "unroll", roi)
     pl = f"{f.name()}_partial"
     pbx, pby, ptx, pty = (hl.Var(f"{pl}_{n}") for n in ("bx", "by", "tx", "ty"))
     # the chunk sums accumulate in each work-item's registers (part computed per work-item inside a wrapper
@@ -329,16 +339,52 @@ def _column_chunks(rec: Recorder, plan: Plan, f: hl.Func, ext: int, ncols: int, 
         rec(wrap, wl, "vectorize", lanes)
         wx = px
     rec(wrap, wl, "gpu_tile", wx, wc, pbx, pby, ptx, pty, wg, 1, GUARD)
+    if shared is not None:
+        key = (ncols, chunks, rows, vec, wg, len(cols))
+        if key in shared:
+            rec(wrap, wl, "compute_with", *shared[key])
+        else:
+            shared[key] = (wrap, pby)
     rec(part, pl, "compute_at", wrap, ptx)
     if vec > 1:
         rec(part, pl, "vectorize", fx)
         rec(part.update(), f"{pl}.update()", "vectorize", fx)
-    unroll = spec.get("unroll_outer", 4)
-    if unroll > 1 and -(-ext // chunks) % unroll == 0:  # several rows' loads in flight per work-item
+    if unroll > 1 and rows % unroll == 0:  # several rows' loads in flight per work-item
         rio, rii = hl.RVar(f"{f.name()}_rio"), hl.RVar(f"{f.name()}_rii")
         rec(part.update(), f"{pl}.update()", "split", ri, rio, rii, unroll, GUARD)
         rec(part.update(), f"{pl}.update()", "unroll", rii)
-    return True
+    return chunks
+
+
+def _final_unrolled(rec: Recorder, f: hl.Func, chunks: int) -> None:
+    """The sum over chunks by the one work-item of its column: unrolled, every chunk's load in flight (at most
+    FINAL_UNROLL at a time), not one L2 round trip each."""
+    lbl = f"{f.name()}.update()"
+    ro = f.rvars(0)[0]
+    if chunks <= 64:
+        rec(f.update(), lbl, "unroll", ro)
+        return
+    roo, roi = hl.RVar(f"{f.name()}_roo"), hl.RVar(f"{f.name()}_roi")
+    rec(f.update(), lbl, "split", ro, roo, roi, FINAL_UNROLL, GUARD)
+    rec(f.update(), lbl, "unroll", roi)
+
+
+def _final_over_chunks(rec: Recorder, plan: Plan, f: hl.Func, args: list[hl.Var], chunks: int, spec: ScheduleSpec) -> None:
+    """The sum over chunks in a kernel of its own: one work-group per column, its work-items each adding a strided
+    share of the chunks (unrolled: loads in flight), then a tree in local memory. Was one work-item per column
+    over all chunks: 64 work-items each waiting on 1024 loads after ResNet's batch-norm column sums."""
+    wg = max(plan.min_wg, min(spec.get("wg", 256), pow2_floor(chunks)))
+    split = _rfactor_across(rec, f, wg)
+    steps = -(-chunks // wg)
+    if steps <= 32:
+        rec(split[0].update(), f"{split[0].name()}.update()", "unroll", split[1])
+    fold = _rfactor_fold(rec, f, wg, spec.get("fold", 16))
+    upd = f.update()
+    urow = fuse_all(rec, upd, args, f"{f.name()}_u") if len(args) > 1 else args[0]
+    rec(upd, f"{f.name()}.update()", "gpu_blocks", urow)
+    _place_on_threads(rec, split[0], [split[1]], split[2], (f, urow))
+    if fold is not None:
+        _place_on_threads(rec, fold[0], [fold[1]], fold[2], (f, urow))
 
 
 def gpu_row_reduce(rec: Recorder, plan: Plan, f: hl.Func, spec: ScheduleSpec) -> None:

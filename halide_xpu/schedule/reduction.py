@@ -157,8 +157,10 @@ def _host_full_reduction(rec: Recorder, plan: Plan, f: hl.Func, spec: ScheduleSp
     rec(intm.update(), f"{il}.update()", "vectorize", lane)
 
 
-def _staged(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
-    """Every reduction in its own loop nest (compute_root), outputs pointwise: valid for any consumer graph."""
+def _staged(rec: Recorder, plan: Plan, spec: ScheduleSpec, share_chunks: bool = False) -> None:
+    """Every reduction in its own loop nest (compute_root), outputs pointwise: valid for any consumer graph.
+    ``share_chunks``: GPU column sums of one shape computed in one kernel (illegal where one needs another)."""
+    shared: Optional[dict] = {} if share_chunks else None
     for f in plan.reductions():
         args = list(f.args())
         if not args and plan.caps.gpu:
@@ -170,7 +172,7 @@ def _staged(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         if plan.caps.gpu and f.has_update_definition() and inner_reduction(plan):
             gpu_row_reduce(rec, plan, f, spec)
         elif plan.caps.gpu:
-            gpu_column_reduce(rec, plan, f, spec)
+            gpu_column_reduce(rec, plan, f, spec, shared)
         else:
             rec(f, f.name(), "parallel", args[-1])
             if f.has_update_definition():
@@ -193,4 +195,6 @@ def variants(gpu: bool) -> list[tuple[str, Callable[[Recorder, Plan, ScheduleSpe
     if not gpu:
         return [("fused", _host_fused), ("staged", _staged), ("outputs_only", _outputs_only)]
     unstaged = lambda rec, plan, spec: gpu_fused(rec, plan, spec.with_params(stage=0))  # noqa: E731
-    return [("fused", gpu_fused), ("fused_global", unstaged), ("staged", _staged), ("outputs_only", _outputs_only)]
+    shared = lambda rec, plan, spec: _staged(rec, plan, spec, share_chunks=True)  # noqa: E731
+    return [("fused", gpu_fused), ("fused_global", unstaged), ("staged_shared", shared), ("staged", _staged),
+            ("outputs_only", _outputs_only)]
