@@ -76,6 +76,7 @@ static void *hx_current_queue() {
 # and lie beside the model library when it is loaded; the runtime is loaded RTLD_GLOBAL first (kernels bind to it).
 _AOT_HEADER = r"""
 #include <dlfcn.h>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 #ifndef HALIDE_XPU_AOT_HELPERS
@@ -97,9 +98,17 @@ static void hx_on_error(void *user_context, const char *msg) {
     hx_last_error = msg ? msg : "";
     if (hx_previous_handler) hx_previous_handler(user_context, msg);
 }
-static void *hx_kernel_symbol(const char *runtime, const char *library, const char *symbol) {
-    std::string dir = hx_package_dir();
-    if (!dlopen((dir + "/" + runtime).c_str(), RTLD_NOW | RTLD_GLOBAL))
+// A packaged library beside the model library, else where it was built (AOTInductor's eager-mode kernels are
+// compiled into a folder of their own, without the package's other files).
+static std::string hx_locate(const char *name, const char *built) {
+    std::string beside = hx_package_dir() + "/" + name;
+    FILE *f = fopen(beside.c_str(), "rb");
+    if (f) { fclose(f); return beside; }
+    return built;
+}
+static void *hx_kernel_symbol(const char *runtime, const char *runtime_built, const char *library,
+                              const char *library_built, const char *symbol) {
+    if (!dlopen(hx_locate(runtime, runtime_built).c_str(), RTLD_NOW | RTLD_GLOBAL))
         throw std::runtime_error(std::string("halide_xpu: cannot load the Halide runtime: ") + dlerror());
     // the runtime the kernels bind to: the first one loaded globally
     auto set_handler = reinterpret_cast<hx_error_handler_t (*)(hx_error_handler_t)>(dlsym(RTLD_DEFAULT, "halide_set_error_handler"));
@@ -108,7 +117,7 @@ static void *hx_kernel_symbol(const char *runtime, const char *library, const ch
         hx_error_handler_t previous = set_handler(&hx_on_error);
         if (previous != &hx_on_error && reinterpret_cast<void *>(previous) != fallback) hx_previous_handler = previous;
     }
-    void *lib = dlopen((dir + "/" + library).c_str(), RTLD_NOW | RTLD_LOCAL);
+    void *lib = dlopen(hx_locate(library, library_built).c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!lib) throw std::runtime_error(std::string("halide_xpu: cannot load kernel library: ") + dlerror());
     void *fn = dlsym(lib, symbol);
     if (!fn) throw std::runtime_error(std::string("halide_xpu: no ") + symbol + " in " + library);
@@ -163,9 +172,9 @@ def unsupported(device_type: str, target: str, aot_mode: bool) -> str | None:
     return None
 
 
-def _packaged(library: str, aot_files: list[Any]) -> tuple[str, str]:
+def _packaged(library: str, aot_files: list[Any]) -> tuple[tuple[str, str], tuple[str, str]]:
     """Copies of the kernel library and of the Halide runtime under names unique in a package, added to the
-    package's files; returns their file names."""
+    package's files; returns (runtime, kernel) as (file name, path) pairs."""
     from . import cache
     from .runtime import runtime_library
 
@@ -180,7 +189,7 @@ def _packaged(library: str, aot_files: list[Any]) -> tuple[str, str]:
             os.replace(tmp, copy)
         if str(copy) not in aot_files:
             aot_files.append(str(copy))
-        names.append(copy.name)
+        names.append((copy.name, str(copy)))
     return names[0], names[1]
 
 
@@ -199,7 +208,7 @@ def kernel_definition(kernel_name: str, meta: KernelMeta, library: str, aot_file
         header, load = _HEADER, f"{json.dumps(_PREPARE.format(target=meta.target))}, {json.dumps(library)}"
     else:
         runtime, kernel = _packaged(library, aot_files)
-        header, load = _AOT_HEADER, f"{json.dumps(runtime)}, {json.dumps(kernel)}"
+        header, load = _AOT_HEADER, ", ".join(json.dumps(p) for p in (*runtime, *kernel))
     return "\n".join([
         header,
         f"static void {kernel_name}({', '.join(params)}) {{",
