@@ -88,7 +88,7 @@ class HalideXpuKernel(HalideKernel):
         self.reduction_funcs: list[str] = []
         self.partial_outputs: set[str] = set()  # output args whose other elements keep their contents
         self.ordered_outputs: set[str] = set()  # outputs whose stores must run in loop order (the last write wins)
-        self._pending_checks: list[tuple[Any, str]] = []  # (index value, size) of check_bounds not yet attached
+        self._pending_checks: list[tuple[Any, str, Any]] = []  # (index, size, load mask) of checks not yet attached
 
     def check_bounds(self, expr: Any, size: Any, lower: bool, upper: bool) -> None:  # type: ignore[override]
         """An index Inductor computed from loop variables (index propagation: ``embedding(arange(3) - 1)``) that it
@@ -101,15 +101,20 @@ class HalideXpuKernel(HalideKernel):
 
         value = ops.index_expr(expr, torch.int64)
         value = getattr(value, "value", value)  # the CSE variable inside an OpsValue
-        self._pending_checks.append((value, self.kexpr(self.rename_indexing(size))))
+        # inside a masked load (ops.masked: padding, reflection backward) the index only has to be valid where the
+        # mask holds: Halide evaluates both sides of the select that applies the mask
+        self._pending_checks.append((value, self.kexpr(self.rename_indexing(size)), self._load_mask))
 
     def _attach_checks(self, value: Any) -> Any:
         """``value`` behind ``hl.require`` of every pending bounds check (see ``check_bounds``)."""
         checks, self._pending_checks = self._pending_checks, []
-        for index, size in checks:
-            dims = self.sort_used_dims(OrderedSet((*(getattr(value, "used_dims", None) or ()), *index.used_dims)))
+        for index, size, mask in checks:
+            mask_dims = (getattr(mask, "used_dims", None) or ()) if mask is not None else ()
+            dims = self.sort_used_dims(OrderedSet((*(getattr(value, "used_dims", None) or ()), *index.used_dims, *mask_dims)))
             result = self.newfunc(dims)
             ok = f"({index} >= 0) & ({index} < hl.cast({index.name}.type(), {size}))"
+            if mask is not None:
+                ok = f"hl.select({mask}, {ok}, hl.cast(hl.Bool(), 1))"
             self.body.writeline(f"{result} = hl.require({ok}, {value}, {index}, hl.Expr(-1), {size})")
             value = result
         return value
