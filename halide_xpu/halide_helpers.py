@@ -234,6 +234,12 @@ def bitcast(x: object, dst: hl.Type, src: hl.Type) -> hl.Expr:
     return hl.reinterpret(dst, bits)
 
 
+def negative_zero(t: hl.Type) -> hl.Expr:
+    """-0.0 of float type ``t``, as a reinterpreted bit pattern (a FloatImm -0.0 is merged with 0.0 by Halide's CSE)."""
+    bits = {16: hl.u16, 32: hl.u32, 64: hl.u64}[t.bits()](1 << (t.bits() - 1))
+    return hl.reinterpret(t, bits)
+
+
 def div_by_zero(a: object, zero: object) -> hl.Expr:
     """``a / zero`` for a divisor known to be ±0, as IEEE defines it (Halide refuses a constant zero divisor)."""
     a, zero = _expr(a), _expr(zero)

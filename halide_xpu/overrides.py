@@ -1,6 +1,7 @@
 """Inductor op → Halide expression overrides: upstream ``HalideOverrides`` with exact math and torch's integer rules."""
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -13,7 +14,7 @@ def _float_operand(*xs: Any) -> bool:
     return any(getattr(getattr(x, "dtype", None), "is_floating_point", False) for x in xs)
 
 
-_ZERO = re.compile(r"^(hl\.cast\(hl\.\w+\(\d+\), )?(hl\.f64\()?-?0(\.0)?\)?\)?$")
+_ZERO = re.compile(r"^(hl\.cast\(hl\.\w+\(\d+\), )?(hl\.f64\()?-?0(\.0)?\)?\)?$|^hx\.negative_zero\(")
 
 
 def _expression_texts(x: Any) -> list[str]:
@@ -89,6 +90,10 @@ class HalideXpuOverrides(HalideOverrides):
         opmath and Inductor's other backends (softshrink's lambd=9.99 on bf16 must not become 10.0)."""
         if dtype in (torch.float16, torch.bfloat16):
             dtype = torch.float32
+        if isinstance(value, float) and value == 0 and math.copysign(1.0, value) < 0 and dtype.is_floating_point:
+            # by its bits: Halide's CSE takes FloatImm -0.0 and 0.0 for one value (x / 0.0 and x / -0.0 in one
+            # kernel both came out x / 0.0 on GPU-style targets)
+            return f"hx.negative_zero({halide_type(dtype)})"
         return super().constant(value, dtype)
 
     @staticmethod

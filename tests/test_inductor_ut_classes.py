@@ -19,3 +19,16 @@ def test_reflection_pad2d_backward_masked_index_checks(target: str, dtype: torch
         grad = torch.randn_like(aten.reflection_pad2d(x, padding))
         tol = {"atol": 1e-2, "rtol": 1e-2} if dtype == torch.float16 else {}
         compile_and_check(lambda g, x: aten.reflection_pad2d_backward(g, x, padding), grad, x, **tol)
+
+
+def test_division_by_signed_zero_in_one_kernel(target: str) -> None:
+    """x / 0.0 and x / -0.0 in one kernel (test_torchinductor's test_div_by_zero): Halide's CSE merged the FloatImm
+    constants -0.0 and 0.0, so on GPU-style targets both came out x / 0.0 (opposite infinities)."""
+
+    def fn(x, runtime_zero, runtime_neg_zero):
+        zero = torch.zeros_like(x)
+        return (x / 0.0, x / -0.0, zero / 0.0, x / zero, x / -zero, zero / zero, x / runtime_zero,
+                x / runtime_neg_zero, runtime_zero / runtime_neg_zero, torch.where(x > 0, 0.0, -0.0))
+
+    zero = torch.zeros(10)
+    compile_and_check(fn, torch.randn(10), zero, -zero)
