@@ -162,6 +162,16 @@ def arg_types(meta: KernelMeta) -> list[str]:
     return [_c_type(a) for a in meta.call_args]
 
 
+def call_line(kernel_name: str, call_args: list[Any], meta: KernelMeta, stream: str) -> str:
+    """The C++ wrapper's call of our kernel function on a GPU: tensors as device pointers, sizes as integers, the
+    raw stream last."""
+    from torch._inductor.codegen.cpp_utils import cexpr
+
+    args = [f"(void*)({a}.data_ptr())" if spec.is_buffer else f"({_c_type(spec)})({cexpr(a) if not isinstance(a, str) else a})"
+            for a, spec in zip(call_args, meta.call_args)]
+    return f"{kernel_name}({', '.join(args + [stream])});"
+
+
 def unsupported(device_type: str, target: str, aot_mode: bool) -> str | None:
     """Why halide-xpu kernels cannot be called from this C++ wrapper (None when they can)."""
     if device_type not in ("cpu", "cuda", "xpu"):

@@ -488,6 +488,19 @@ class HalideXpuKernel(HalideKernel):
             except TypeError:
                 stream = wrapper.write_get_raw_stream(device.index, V.graph)
             wrapper.writeline(f"{name}.{name}({', '.join(call_args)}, c_void_p({stream}))")
+        elif V.graph.cpp_wrapper and device.type != "cpu":
+            # the call line written here: Inductor's GPU C++ wrapper writes non-Triton calls as members of its
+            # kernel table in some torch versions (2.11: ``kernels.name(...)``, which our functions are not)
+            from .cpp_wrapper import call_line
+
+            if V.graph.aot_mode:
+                stream = "stream"
+            else:
+                try:
+                    stream = wrapper.write_get_raw_stream(device.index, V.graph.name)
+                except TypeError:
+                    stream = wrapper.write_get_raw_stream(device.index, V.graph)
+            wrapper.writeline(call_line(name, call_args, self.xpu_meta(), stream))
         elif V.graph.cpp_wrapper:
             from .cpp_wrapper import arg_types
 
