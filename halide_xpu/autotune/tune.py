@@ -1,0 +1,337 @@
+"""``python -m halide_xpu tune``: collect kernels, coordinate-descent search per kernel, store the best per device."""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import importlib.util
+import json
+import logging
+import math
+import re
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional
+
+from .. import config
+from ..meta import KernelMeta
+from . import database, space
+from .measure import Result, Worker, parse_meta
+
+log = logging.getLogger(__name__)
+
+REPO = Path(__file__).resolve().parents[2]
+MIN_GAIN = 0.03  # a candidate replaces the best only when this much faster: below it is this machine's noise
+
+
+@dataclasses.dataclass
+class Kernel:
+    """One kernel to tune: where it came from, its default metadata and its algorithm source."""
+
+    name: str
+    meta: KernelMeta
+    source: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"name": self.name, "meta": repr(self.meta), "source": self.source}
+
+
+# ---------------------------------------------------------------------------------------------- collection
+@contextlib.contextmanager
+def capturing() -> Iterator[list[tuple[KernelMeta, str]]]:
+    """Records every kernel halide-xpu loads while active (``compiler.load`` is what generated code calls)."""
+    from .. import compiler
+
+    seen: list[tuple[KernelMeta, str]] = []
+    real = compiler.load
+
+    def load(meta: KernelMeta, source: str) -> Any:
+        seen.append((meta, source))
+        return real(meta, source)
+
+    compiler.load = load
+    try:
+        yield seen
+    finally:
+        compiler.load = real
+
+
+def suite_cases(names: Optional[list[str]] = None) -> list[tuple[str, Callable[..., Any], Callable[[int], tuple]]]:
+    """(name, fn, make_inputs) of ``benchmarks/kernels.py`` (a source checkout's), optionally only ``names``."""
+    path = REPO / "benchmarks" / "kernels.py"
+    if not path.exists():
+        raise SystemExit(f"--suite needs a source checkout: {path} not found (use --kernels FILE)")
+    spec = importlib.util.spec_from_file_location("halide_xpu_bench_kernels", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    cases = [(n, fn, make) for n, _family, fn, make in module.suite()]
+    if names:
+        unknown = set(names) - {c[0] for c in cases}
+        if unknown:
+            raise SystemExit(f"unknown suite kernels: {sorted(unknown)}; known: {[c[0] for c in cases]}")
+        cases = [c for c in cases if c[0] in names]
+    return cases
+
+
+def collect(cases: list[tuple[str, Callable[..., Any], Callable[[int], tuple]]], size: int) -> list[Kernel]:
+    """Compile each case with torch.compile (halide-xpu, database off) and keep its kernels, deduplicated."""
+    import torch
+
+    found: list[Kernel] = []
+    keys: set[tuple[str, str]] = set()
+    mode = config.autotune
+    config.autotune = "off"  # the default tunables are what a record is measured against
+    try:
+        for name, fn, make in cases:
+            torch._dynamo.reset()
+            inputs = make(size)
+            with torch.no_grad(), torch._inductor.config.patch(cpu_backend="halide_xpu", fx_graph_cache=False), \
+                    capturing() as seen:
+                try:
+                    torch.compile(fn, fullgraph=True)(*inputs)
+                except Exception as e:  # noqa: BLE001 - one case failing to compile does not stop the others
+                    log.warning("halide_xpu tune: %s does not compile (%s: %s); skipped", name, type(e).__name__, e)
+                    continue
+            for i, (meta, source) in enumerate(seen):
+                key = (repr(meta), source)
+                if key not in keys:
+                    keys.add(key)
+                    found.append(Kernel(name if len(seen) == 1 else f"{name}#{i}", meta, source))
+    finally:
+        config.autotune = mode
+        torch._dynamo.reset()
+    return found
+
+
+def load_kernels(path: Path) -> list[Kernel]:
+    """A saved kernel list: JSON lines of ``{"name", "meta" (repr of KernelMeta), "source"}``."""
+    out = []
+    for i, line in enumerate(path.read_text().splitlines()):
+        if line.strip():
+            d = json.loads(line)
+            out.append(Kernel(d.get("name", f"{path.stem}#{i}"), parse_meta(d["meta"]), d["source"]))
+    return out
+
+
+def save_kernels(kernels: list[Kernel], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(k.to_json()) + "\n" for k in kernels))
+
+
+# ---------------------------------------------------------------------------------------------- search
+@dataclasses.dataclass
+class Outcome:
+    """A kernel's tuning result: the record written (or why none), for the before/after table."""
+
+    kernel: str
+    signature: str
+    status: str  # tuned | cached | failed | skipped
+    record: Optional[database.Record] = None
+    note: str = ""
+
+
+def _caps(meta: KernelMeta) -> Any:
+    from ..target import targets
+
+    return targets.device_caps(meta.target, meta.device_type, meta.device_index)
+
+
+def search(kernel: Kernel, worker: Worker, budget_s: float, reps: int = 5,
+           on_result: Callable[[Result], None] = lambda r: None) -> tuple[Optional[database.Record], list[Result]]:
+    """Coordinate descent from the defaults: each tunable in turn takes its best value, until a pass changes
+    nothing or ``budget_s`` is spent; the winner is re-measured against the defaults before it is kept."""
+    t_end = time.monotonic() + budget_s
+    defaults = dict(kernel.meta.schedule.params)
+    dims = space.search_space(kernel.meta, _caps(kernel.meta))
+    results: list[Result] = []
+
+    def run(params: dict[str, int]) -> Result:
+        r = worker.measure(kernel.meta, kernel.source, params, defaults, reps)
+        results.append(r)
+        on_result(r)
+        return r
+
+    base = run(defaults)
+    if not base.ok:
+        return None, results
+    best, best_us = dict(defaults), base.us
+    tried = {tuple(sorted(defaults.items()))}
+    for _ in range(2):
+        changed = False
+        for dim in dims:
+            for value in dim.values:
+                cand = {**best, dim.name: value}
+                key = tuple(sorted(cand.items()))
+                if key in tried or time.monotonic() > t_end:
+                    continue
+                tried.add(key)
+                r = run(cand)
+                if r.ok and r.us < best_us * (1 - MIN_GAIN):
+                    best, best_us, changed = cand, r.us, True
+        if not changed or time.monotonic() > t_end:
+            break
+    default_us = base.us
+    if best != defaults:  # confirm: the defaults and the winner measured again, back to back
+        again = [run(defaults), run(best)]
+        if again[0].ok and again[1].ok:
+            default_us = min(base.us, again[0].us)
+            best_us = min(best_us, again[1].us)
+        if best_us > default_us * (1 - MIN_GAIN / 2):
+            best, best_us = dict(defaults), default_us
+    tuned = {d.name: best[d.name] for d in dims}
+    extents = tuple(v.static_extent or 0 for v in kernel.meta.loop_vars)
+    record = database.Record(tuned, round(best_us, 3), round(default_us, 3), kernel.name, extents,
+                             candidates=len(results), failed=sum(not r.ok for r in results))
+    return record, results
+
+
+def tune_kernels(kernels: list[Kernel], db: database.ScheduleDB, budget_s: float, budget_kernel_s: float,
+                 force: bool = False, reps: int = 5, timeout_s: float = 120.0, progress: bool = True) -> list[Outcome]:
+    """Tune each kernel not yet in the database (all with ``force``) within the budgets; records written as
+    they finish, so an interrupted run resumes where it stopped."""
+    outcomes: list[Outcome] = []
+    t_end = time.monotonic() + budget_s
+    bar = _progress(len(kernels), progress)
+    with Worker(timeout_s) as worker:
+        for k in kernels:
+            sig = database.signature(k.meta, k.source)
+            key = database.device_key(k.meta.target, k.meta.device_type, k.meta.device_index)
+            bar.set_description(k.name[:24])
+            existing = db.get(key, sig)
+            if existing is not None and not force:
+                outcomes.append(Outcome(k.name, sig.key, "cached", existing.record))
+            elif time.monotonic() > t_end:
+                outcomes.append(Outcome(k.name, sig.key, "skipped", note="run budget spent"))
+            else:
+                left = min(budget_kernel_s, t_end - time.monotonic())
+                record, results = search(k, worker, left, reps, lambda r: bar.set_postfix_str(_short(r)))
+                if record is None:
+                    err = results[0].error if results else "not measured"
+                    outcomes.append(Outcome(k.name, sig.key, "failed", note=f"default schedule: {err}"))
+                else:
+                    db.put(key, sig, record)
+                    errors = sorted({r.error.split(':')[0] for r in results if not r.ok})
+                    outcomes.append(Outcome(k.name, sig.key, "tuned", record, "; ".join(errors)))
+            bar.update(1)
+    bar.close()
+    return outcomes
+
+
+def _short(r: Result) -> str:
+    params = ",".join(f"{k}={v}" for k, v in sorted(r.params.items()))[:40]
+    return f"{params}: " + (f"{r.us:.1f}us" if r.ok else f"failed {r.error[:30]}")
+
+
+class _NoBar:
+    def set_description(self, *_: Any) -> None: ...
+    def set_postfix_str(self, *_: Any) -> None: ...
+    def update(self, *_: Any) -> None: ...
+    def close(self) -> None: ...
+
+
+def _progress(total: int, enabled: bool) -> Any:
+    if not enabled:
+        return _NoBar()
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return _NoBar()
+    return tqdm(total=total, unit="kernel")
+
+
+def tune_at_compile(meta: KernelMeta, source: str, key: database.DeviceKey,
+                    sig: database.Signature) -> Optional[database.Hit]:
+    """``config.autotune = "max"``: tune a kernel the database lacks now, within ``config.autotune_budget_s``,
+    into the first database directory."""
+    directory = database.db_paths()[0]
+    kernel = Kernel(f"compile:{sig.algorithm}", meta, source)
+    log.warning("halide_xpu: tuning kernel %s (autotune=max, up to %.0fs)", sig.key, config.autotune_budget_s)
+    with Worker() as worker:
+        record, _ = search(kernel, worker, config.autotune_budget_s)
+    if record is None:
+        return None
+    path = database.ScheduleDB(directory).put(key, sig, record)
+    return database.Hit(sig, record, path)
+
+
+# ---------------------------------------------------------------------------------------------- report
+def _geomean(xs: list[float]) -> float:
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
+
+
+def report(outcomes: list[Outcome], key: database.DeviceKey, defaults: dict[str, dict[str, int]]) -> tuple[str, dict]:
+    """The before/after table (markdown) and its JSON."""
+    lines = [f"# Schedule tuning on {key}", "",
+             "| kernel | signature | default µs | tuned µs | speedup | tunables changed | candidates (failed) | status |",
+             "|---|---|---:|---:|---:|---|---:|---|"]
+    speedups = []
+    for o in outcomes:
+        r = o.record
+        if r is None:
+            lines.append(f"| {o.kernel} | `{o.signature}` | | | | | | {o.status}: {o.note} |")
+            continue
+        base = defaults.get(o.kernel, {})
+        changed = ", ".join(f"{k}={v}" for k, v in sorted(r.params.items()) if base.get(k) != v) or "(defaults)"
+        if r.speedup:
+            speedups.append(r.speedup)
+        lines.append(f"| {o.kernel} | `{o.signature}` | {r.default_us or 0:.1f} | {r.time_us or 0:.1f} | "
+                     f"{r.speedup or 0:.2f}x | {changed} | {r.candidates} ({r.failed}) | {o.status}"
+                     f"{': ' + o.note if o.note else ''} |")
+    lines += ["", f"geomean speedup over the defaults: {_geomean(speedups):.3f}x ({len(speedups)} kernels)", ""]
+    data = {"device": dataclasses.asdict(key), "geomean_speedup": _geomean(speedups) if speedups else None,
+            "kernels": [{"kernel": o.kernel, "signature": o.signature, "status": o.status, "note": o.note,
+                         "record": o.record.to_json() if o.record else None} for o in outcomes]}
+    return "\n".join(lines), data
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    src = parser.add_mutually_exclusive_group(required=True)
+    src.add_argument("--suite", nargs="?", const="all", help="benchmarks/kernels.py cases: all, or names a,b,c")
+    src.add_argument("--kernels", type=Path, help="a saved kernel list (JSON lines, see --save-kernels)")
+    parser.add_argument("--size", type=int, default=1024, help="suite input size (matrix side)")
+    parser.add_argument("--target", choices=["host", "opencl", "sycl"], help="halide_xpu.config.cpu_target")
+    parser.add_argument("--db", type=Path, help="database directory written (default: the first of schedule_db)")
+    parser.add_argument("--budget-s", type=float, default=600.0, help="time for the whole run")
+    parser.add_argument("--budget-kernel-s", type=float, default=30.0, help="time per kernel")
+    parser.add_argument("--timeout-s", type=float, default=120.0, help="a candidate taking longer has failed")
+    parser.add_argument("--reps", type=int, default=5, help="timed batches per candidate (median)")
+    parser.add_argument("--force", action="store_true", help="tune kernels the database already has")
+    parser.add_argument("--save-kernels", type=Path, help="write the collected kernels as a --kernels list")
+    parser.add_argument("--out", type=Path, help="tune.md/tune.json directory (default benchmarks/results/<device>)")
+    parser.add_argument("--no-progress", action="store_true")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m halide_xpu tune", description=__doc__)
+    add_arguments(parser)
+    parser.add_argument("-v", "--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if args.target:
+        config.cpu_target = args.target
+    t0 = time.monotonic()
+    if args.kernels:
+        kernels = load_kernels(args.kernels)
+    else:
+        kernels = collect(suite_cases(None if args.suite == "all" else args.suite.split(",")), args.size)
+    if args.save_kernels:
+        save_kernels(kernels, args.save_kernels)
+    if not kernels:
+        print("no kernels to tune")
+        return 1
+    m = kernels[0].meta
+    key = database.device_key(m.target, m.device_type, m.device_index)
+    db = database.ScheduleDB(args.db or database.db_paths()[0])
+    print(f"tuning {len(kernels)} kernels on {key} into {db.path_for(key)} (collected in {time.monotonic() - t0:.0f}s)")
+    budget = max(0.0, args.budget_s - (time.monotonic() - t0))
+    outcomes = tune_kernels(kernels, db, budget, args.budget_kernel_s, args.force, args.reps, args.timeout_s,
+                            not args.no_progress)
+    text, data = report(outcomes, key, {k.name: dict(k.meta.schedule.params) for k in kernels})
+    print(text)
+    out = args.out or REPO / "benchmarks" / "results" / re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{key.target}_{key.name}")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "tune.md").write_text(text)
+    (out / "tune.json").write_text(json.dumps(data, indent=1) + "\n")
+    print(f"wrote {out / 'tune.md'} and tune.json; records in {db.path_for(key)}")
+    return 0 if any(o.status in ("tuned", "cached") for o in outcomes) else 1
