@@ -40,6 +40,10 @@ def main(argv: list[str] | None = None) -> int:
         for k, v in config.knobs().items():
             print(f"config.{k} = {v!r}")
         print("resolved cpu_target =", config.resolved_cpu_target)
+        from .autotune import database
+
+        print("schedule database (first hit wins):", ", ".join(map(str, database.db_paths())))
+        print("schedule device key (cpu):", database.device_key(config.resolved_cpu_target))
         return 0
     from .demo import main as demo
 

@@ -222,6 +222,21 @@ def test_crashing_candidate_does_not_stop_tuning(tmp_path: Path, monkeypatch: py
     assert db.get(database.device_key(meta.target), database.signature(meta, source)) is not None
 
 
+def test_autotune_max_tunes_at_compile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(halide_xpu.config, "cpu_target", _cpu_target())
+    monkeypatch.setattr(torch._inductor.config, "cpu_backend", "halide_xpu")
+    monkeypatch.setattr(halide_xpu.config, "schedule_db", str(tmp_path))
+    monkeypatch.setattr(halide_xpu.config, "autotune", "max")
+    monkeypatch.setattr(halide_xpu.config, "autotune_budget_s", 8)
+    torch._dynamo.reset()
+    x = torch.randn(32, 512)
+    out, codes = run_and_get_code(torch.compile(lambda x: x.amax(-1), fullgraph=True), x)
+    torch.testing.assert_close(out, x.amax(-1))
+    assert "# schedule record: reduction/" in "\n".join(codes)
+    records = json.loads(next(tmp_path.glob("*.json")).read_text())["records"]
+    assert len(records) == 1 and next(iter(records.values()))["kernel"].startswith("compile:")
+
+
 @pytest.mark.skipif(not opencl_available(), reason="no OpenCL device")
 def test_tune_end_to_end_opencl(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO), "HALIDE_XPU_CACHE_DIR": str(tmp_path / "cache")}
