@@ -67,6 +67,12 @@ def test_signature_normalises_names_and_sizes() -> None:
     other = source.replace("* 1e-06", "* 1e-06 + 1.0")
     assert database.signature(meta, other).algorithm != a.algorithm  # another algorithm
     assert database.signature(meta, "# schedule record: x\n" + source) == a  # comments are not algorithm
+    # Inductor writes 1/size as a float constant at one size, an int constant and a cast at another
+    scaled = source.replace("out_ptr0[h1] = tmp0[h1]", "tmp3 = hl.Func('tmp3')\n    tmp3[()] = hl.f64(1024.0)\n"
+                            "    out_ptr0[h1] = tmp0[h1] / tmp3[()]")
+    cast = source.replace("out_ptr0[h1] = tmp0[h1]", "tmp3 = hl.Func('tmp3')\n    tmp3[()] = 1200\n    tmp4 = hl.Func('tmp4')\n"
+                          "    tmp4[()] = hl.cast(hl.Float(32), tmp3[()])\n    out_ptr0[h1] = tmp0[h1] / tmp4[()]")
+    assert database.signature(meta, scaled) == database.signature(meta, cast) != a
     half = dataclasses.replace(meta, args=(dataclasses.replace(meta.args[0], dtype="float16"), meta.args[1]))
     assert database.signature(half, source).dtypes == "f16>f32"
 

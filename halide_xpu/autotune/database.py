@@ -104,24 +104,43 @@ def device_key(target: str, device_type: str = "cpu", index: int = 0) -> DeviceK
 
 
 # ---------------------------------------------------------------------------------------------- signatures
-_NAMES = re.compile(r"\b(tmp|in_ptr|out_ptr|ks|hr|h|rdom)(\d+)\b")
-# a Halide type's width is algorithm; any other integer literal (sizes, strides, offsets) is normalised away
-_INTS = re.compile(r"(hl\.(?:Float|Int|UInt|BFloat)\(\d+\))|(?<![\w.])(?<![eE][-+])\d+(?![\w.])")
+_NAMES = re.compile(r"\b(in_ptr|out_ptr|ks|hr|h|rdom)(\d+)\b")
+_TEMPS = re.compile(r"\btmp\d+\b")
+_SCALAR_DEF = re.compile(r"^(tmp\d+)\[\(\)\] =")
+# a Halide type's width is algorithm; any other number (sizes, strides, offsets, 1/size as 1024.0) is normalised
+_NUMBERS = re.compile(r"(hl\.(?:Float|Int|UInt|BFloat)\(\d+\))|(?<![\w.])(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?![\w.])")
 
 
 def normalise_algorithm(source: str) -> str:
-    """The kernel's ``algorithm()`` body with comments, generated names' numbers and integer literals normalised."""
+    """The kernel's ``algorithm()`` body as a sorted multiset of lines: comments dropped, scalar constants
+    (0-d Funcs: ``1/size`` and the like, whose form Inductor picks by value) folded to ``C``, temporaries unnamed,
+    other generated names renumbered in order of appearance, numbers replaced by ``N``."""
     body = source.split("def algorithm():", 1)[-1]
     lines = [ln.strip() for ln in body.splitlines()]
-    text = "\n".join(ln for ln in lines if ln and not ln.startswith("#"))
+    lines = [ln for ln in lines if ln and not ln.startswith("#")]
+    defs: dict[str, list[str]] = {}
+    for ln in lines:
+        if m := _SCALAR_DEF.match(ln):
+            defs.setdefault(m.group(1), []).append(ln)
+    # constants: one definition reading no buffer and no loop (a reduction to a scalar is algorithm, kept)
+    scalars = {n for n, d in defs.items() if len(d) == 1 and not re.search(r"in_ptr|\bhr?\d|rdom|\[h", d[0])}
+    kept = []
+    for ln in lines:
+        name = ln.split(" ", 1)[0].split("[", 1)[0]
+        if re.fullmatch(r"tmp\d+ = hl\.Func\('tmp\d+'\)", ln) or (name in scalars and ln.startswith(f"{name}[()] =")):
+            continue  # declarations (some never defined) and constants
+        for s in scalars:
+            ln = ln.replace(f"{s}[()]", "C")
+        kept.append(ln)
     numbering: dict[str, dict[str, int]] = {}
 
     def rename(m: re.Match) -> str:
         seen = numbering.setdefault(m.group(1), {})
         return f"{m.group(1)}{seen.setdefault(m.group(0), len(seen))}"
 
-    text = _NAMES.sub(rename, text)
-    return _INTS.sub(lambda m: m.group(1) or "N", text)
+    text = _TEMPS.sub("tmp", _NAMES.sub(rename, "\n".join(kept)))
+    text = _NUMBERS.sub(lambda m: m.group(1) or "N", text)
+    return "\n".join(sorted(text.splitlines()))
 
 
 def _bucket(extent: Optional[int]) -> str:
