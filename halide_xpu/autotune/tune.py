@@ -240,16 +240,23 @@ def _progress(total: int, enabled: bool) -> Any:
     return tqdm(total=total, unit="kernel")
 
 
+_untunable: set[str] = set()
+
+
 def tune_at_compile(meta: KernelMeta, source: str, key: database.DeviceKey,
                     sig: database.Signature) -> Optional[database.Hit]:
     """``config.autotune = "max"``: tune a kernel the database lacks now, within ``config.autotune_budget_s``,
     into the first database directory."""
+    if sig.key in _untunable or any(v.static_extent is None for v in meta.loop_vars):
+        return None  # dynamic shapes, or failed before in this process: defaults, without a new attempt
     directory = database.db_paths()[0]
     kernel = Kernel(f"compile:{sig.algorithm}", meta, source)
     log.warning("halide_xpu: tuning kernel %s (autotune=max, up to %.0fs)", sig.key, config.autotune_budget_s)
     with Worker() as worker:
-        record, _ = search(kernel, worker, config.autotune_budget_s)
+        record, results = search(kernel, worker, config.autotune_budget_s)
     if record is None:
+        log.warning("halide_xpu: tuning %s failed (%s); default schedule", sig.key, results[0].error if results else "?")
+        _untunable.add(sig.key)
         return None
     path = database.ScheduleDB(directory).put(key, sig, record)
     return database.Hit(sig, record, path)
