@@ -228,6 +228,24 @@ def test_crashing_candidate_does_not_stop_tuning(tmp_path: Path, monkeypatch: py
     assert db.get(database.device_key(meta.target), database.signature(meta, source)) is not None
 
 
+def test_hanging_candidate_times_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    from halide_xpu.autotune.measure import Worker
+
+    monkeypatch.setattr(halide_xpu.config, "cpu_target", _cpu_target())
+    monkeypatch.setattr(torch._inductor.config, "cpu_backend", "halide_xpu")
+    monkeypatch.setattr(halide_xpu.config, "autotune", "off")
+    meta, source = _capture(lambda x: x * 2, torch.randn(64, 64))
+    defaults = dict(meta.schedule.params)
+    monkeypatch.setenv("HALIDE_XPU_TUNE_FAULT", "hang:vector=2")
+    with Worker(timeout_s=120) as worker:
+        assert worker.measure(meta, source, defaults, defaults, reps=1).ok  # worker started, defaults compiled
+        worker.timeout_s = 3
+        hung = worker.measure(meta, source, {**defaults, "vector": 2}, defaults, reps=1)
+        assert not hung.ok and hung.error.startswith("timeout") and worker.restarts == 1
+        worker.timeout_s = 120
+        assert worker.measure(meta, source, defaults, defaults, reps=1).ok  # a new worker carries on
+
+
 def test_autotune_max_tunes_at_compile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(halide_xpu.config, "cpu_target", _cpu_target())
     monkeypatch.setattr(torch._inductor.config, "cpu_backend", "halide_xpu")
