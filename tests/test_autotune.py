@@ -189,6 +189,10 @@ def test_tuned_record_applied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         assert f"('{k}', {v})" in code
     launched = [l for l in compiler._memory.values() if l.meta.schedule.get(next(iter(tuned)), 0) == next(iter(tuned.values()))]
     assert launched and "# schedule record:" in (launched[0].library.parent / "kernel.py").read_text()
+    # the record is part of the kernel cache key (a hash of the source, which names it, and of the meta)
+    tuned_meta, tuned_source = apply.apply(meta, source)
+    assert compiler.kernel_key(tuned_meta, tuned_source) != compiler.kernel_key(meta, source)
+    assert compiler.kernel_key(meta, tuned_source) != compiler.kernel_key(meta, source)
     # explicit overrides win over the record
     name = next(iter(tuned))
     monkeypatch.setattr(halide_xpu.config, "schedule_overrides", {name: 4 if tuned[name] != 4 else 8})

@@ -153,6 +153,11 @@ class _Bench:
         self.meta = meta
         self.device = {"cuda": "cuda", "xpu": "xpu"}.get(meta.device_type, "cpu")
         self.reference: Optional[list[Any]] = None
+        if meta.target == "sycl" and self.device == "cpu":  # the emulation's tensors: USM of its queue, kept open
+            from .. import usm
+
+            self._usm = usm.usm_tensors()
+            self._usm.__enter__()
 
     def inputs(self) -> list[Any]:
         torch = self.torch
@@ -173,10 +178,6 @@ class _Bench:
         return args
 
     def _place(self, t: Any) -> Any:
-        if self.meta.target == "sycl" and self.device == "cpu":
-            from .. import usm
-
-            return usm.to_usm(t)
         return t.to(self.device)
 
     def _stream(self) -> int:

@@ -86,8 +86,15 @@ def collect(cases: list[tuple[str, Callable[..., Any], Callable[[int], tuple]]],
         for name, fn, make in cases:
             torch._dynamo.reset()
             inputs = make(size)
-            with torch.no_grad(), torch._inductor.config.patch(cpu_backend="halide_xpu", fx_graph_cache=False), \
-                    capturing() as seen:
+            with contextlib.ExitStack() as scope:
+                if config.resolved_cpu_target == "sycl":  # the emulation's tensors live in USM
+                    from .. import usm
+
+                    scope.enter_context(usm.usm_tensors())
+                    inputs = tuple(usm.to_usm(t) for t in inputs)
+                seen = scope.enter_context(capturing())
+                scope.enter_context(torch.no_grad())
+                scope.enter_context(torch._inductor.config.patch(cpu_backend="halide_xpu", fx_graph_cache=False))
                 try:
                     torch.compile(fn, fullgraph=True)(*inputs)
                 except Exception as e:  # noqa: BLE001 - one case failing to compile does not stop the others
@@ -285,7 +292,8 @@ def report(outcomes: list[Outcome], key: database.DeviceKey, defaults: dict[str,
         lines.append(f"| {o.kernel} | `{o.signature}` | {r.default_us or 0:.1f} | {r.time_us or 0:.1f} | "
                      f"{r.speedup or 0:.2f}x | {changed} | {r.candidates} ({r.failed}) | {o.status}"
                      f"{': ' + o.note if o.note else ''} |")
-    lines += ["", f"geomean speedup over the defaults: {_geomean(speedups):.3f}x ({len(speedups)} kernels)", ""]
+    geo = f"{_geomean(speedups):.3f}x" if speedups else "n/a"
+    lines += ["", f"geomean speedup over the defaults: {geo} ({len(speedups)} kernels)", ""]
     data = {"device": dataclasses.asdict(key), "geomean_speedup": _geomean(speedups) if speedups else None,
             "kernels": [{"kernel": o.kernel, "signature": o.signature, "status": o.status, "note": o.note,
                          "record": o.record.to_json() if o.record else None} for o in outcomes]}
