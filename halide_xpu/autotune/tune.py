@@ -56,21 +56,42 @@ def capturing() -> Iterator[list[tuple[KernelMeta, str]]]:
         compiler.load = real
 
 
-def suite_cases(names: Optional[list[str]] = None) -> list[tuple[str, Callable[..., Any], Callable[[int], tuple]]]:
-    """(name, fn, make_inputs) of ``benchmarks/kernels.py`` (a source checkout's), optionally only ``names``."""
-    path = REPO / "benchmarks" / "kernels.py"
+def _bench_module(name: str) -> Any:
+    """``benchmarks/<name>.py`` of the source checkout, imported."""
+    path = REPO / "benchmarks" / f"{name}.py"
     if not path.exists():
-        raise SystemExit(f"--suite needs a source checkout: {path} not found (use --kernels FILE)")
-    spec = importlib.util.spec_from_file_location("halide_xpu_bench_kernels", path)
+        raise SystemExit(f"--suite/--model need a source checkout: {path} not found (use --kernels FILE)")
+    spec = importlib.util.spec_from_file_location(f"halide_xpu_bench_{name}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    cases = [(n, fn, make) for n, _family, fn, make in module.suite()]
+    return module
+
+
+def suite_cases(names: Optional[list[str]] = None) -> list[tuple[str, Callable[..., Any], Callable[[int], tuple]]]:
+    """(name, fn, make_inputs) of ``benchmarks/kernels.py`` (a source checkout's), optionally only ``names``."""
+    cases = [(n, fn, make) for n, _family, fn, make in _bench_module("kernels").suite()]
     if names:
         unknown = set(names) - {c[0] for c in cases}
         if unknown:
             raise SystemExit(f"unknown suite kernels: {sorted(unknown)}; known: {[c[0] for c in cases]}")
         cases = [c for c in cases if c[0] in names]
+    return cases
+
+
+def model_cases(names: Optional[list[str]], scale: int) -> list[tuple[str, Callable[..., Any], Callable[[int], tuple]]]:
+    """(name, module, inputs) of ``benchmarks/models.py`` (fp32, inputs shrunk by ``scale``), optionally ``names``."""
+    import torch
+
+    models = _bench_module("models")
+    cases = []
+    for name, build in models.suite():
+        if names and name not in names:
+            continue
+        module, inputs = build(scale, torch.float32)
+        cases.append((name, module, lambda _size, inputs=inputs: inputs))
+    if names and len(cases) != len(set(names)):
+        raise SystemExit(f"unknown models in {names}; known: {[n for n, _ in models.suite()]}")
     return cases
 
 
@@ -303,8 +324,10 @@ def report(outcomes: list[Outcome], key: database.DeviceKey, defaults: dict[str,
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument("--suite", nargs="?", const="all", help="benchmarks/kernels.py cases: all, or names a,b,c")
+    src.add_argument("--model", help="benchmarks/models.py models, names a,b,c or all (fp32, see --scale)")
     src.add_argument("--kernels", type=Path, help="a saved kernel list (JSON lines, see --save-kernels)")
     parser.add_argument("--size", type=int, default=1024, help="suite input size (matrix side)")
+    parser.add_argument("--scale", type=int, default=8, help="--model inputs shrunk by this (1: the GPU size)")
     parser.add_argument("--target", choices=["host", "opencl", "sycl"], help="halide_xpu.config.cpu_target")
     parser.add_argument("--db", type=Path, help="database directory written (default: the first of schedule_db)")
     parser.add_argument("--budget-s", type=float, default=600.0, help="time for the whole run")
@@ -328,6 +351,8 @@ def main(argv: list[str]) -> int:
     t0 = time.monotonic()
     if args.kernels:
         kernels = load_kernels(args.kernels)
+    elif args.model:
+        kernels = collect(model_cases(None if args.model == "all" else args.model.split(","), args.scale), args.size)
     else:
         kernels = collect(suite_cases(None if args.suite == "all" else args.suite.split(",")), args.size)
     if args.save_kernels:
