@@ -270,7 +270,7 @@ def test_tune_end_to_end_opencl(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO), "HALIDE_XPU_CACHE_DIR": str(tmp_path / "cache")}
     cmd = [sys.executable, "-m", "halide_xpu", "tune", "--suite", "add_relu,row_sum,softmax", "--size", "256",
            "--target", "opencl", "--db", str(tmp_path / "db"), "--out", str(tmp_path / "out"), "--budget-s", "90",
-           "--budget-kernel-s", "20", "--no-progress"]
+           "--budget-kernel-s", "20", "--no-progress", "--jobs", "2"]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240, cwd=REPO)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     table = (tmp_path / "out" / "tune.md").read_text()

@@ -85,9 +85,11 @@ class Worker:
             self._stderr = None
 
     def measure(self, meta: KernelMeta, source: str, params: dict[str, int], defaults: dict[str, int],
-                reps: int = 5, min_batch_s: float = 0.01) -> Result:
+                reps: int = 5, min_batch_s: float = 0.01, compile_only: bool = False) -> Result:
+        """Compile and time ``params`` (``compile_only``: build into the kernel cache, ``us`` is 0)."""
         job = {"meta": repr(meta), "source": source, "params": params, "defaults": defaults, "reps": reps,
-               "min_batch_s": min_batch_s, "config": {k: getattr(config, k) for k in _FORWARDED}}
+               "min_batch_s": min_batch_s, "compile_only": compile_only,
+               "config": {k: getattr(config, k) for k in _FORWARDED}}
         proc = self.proc if self.proc is not None and self.proc.poll() is None else self._start()
         try:
             assert proc.stdin is not None and proc.stdout is not None
@@ -115,6 +117,37 @@ class Worker:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+class CompilePool:
+    """``jobs`` workers that build candidates into the kernel cache in parallel; the measuring worker then loads
+    them from the cache (measurements stay one at a time: parallel runs would disturb each other's timings)."""
+
+    def __init__(self, jobs: int, timeout_s: float = 120.0) -> None:
+        self.workers = [Worker(timeout_s) for _ in range(max(0, jobs))]
+
+    def build(self, meta: KernelMeta, source: str, candidates: list[dict[str, int]], defaults: dict[str, int]) -> None:
+        if not self.workers or len(candidates) < 2:
+            return
+        import threading
+        from concurrent.futures import ThreadPoolExecutor
+
+        queue, lock = list(candidates), threading.Lock()
+
+        def drain(worker: Worker) -> None:
+            while True:
+                with lock:
+                    if not queue:
+                        return
+                    params = queue.pop(0)
+                worker.measure(meta, source, params, defaults, compile_only=True)  # a failure shows when measured
+
+        with ThreadPoolExecutor(len(self.workers)) as pool:
+            list(pool.map(drain, self.workers))
+
+    def close(self) -> None:
+        for w in self.workers:
+            w.close()
 
 
 def _exit_text(code: Optional[int]) -> str:
@@ -254,6 +287,13 @@ def run_job(job: dict[str, Any], benches: dict[str, _Bench]) -> dict[str, Any]:
             setattr(config, k, v)
     meta = parse_meta(job["meta"])
     source = job["source"]
+    if job.get("compile_only"):
+        params = {str(k): int(v) for k, v in job["params"].items()}
+        _fault(params)
+        t0 = time.perf_counter()
+        spec = ScheduleSpec(meta.schedule.family, tuple(sorted(params.items())))
+        launcher = compiler.load(dataclasses.replace(meta, schedule=spec), source)
+        return {"us": 0.0, "compile_s": time.perf_counter() - t0, "variant": launcher.variant}
     bench = benches.setdefault(job["meta"] + source, _Bench(meta))
     if bench.reference is None and job["params"] != job["defaults"]:  # the defaults' outputs first
         ref = run_job({**job, "params": job["defaults"]}, benches)

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator, Optional
 from .. import config
 from ..meta import KernelMeta
 from . import database, space
-from .measure import Result, Worker, parse_meta
+from .measure import CompilePool, Result, Worker, parse_meta
 
 log = logging.getLogger(__name__)
 
@@ -166,9 +166,11 @@ def _caps(meta: KernelMeta) -> Any:
 
 
 def search(kernel: Kernel, worker: Worker, budget_s: float, reps: int = 5,
-           on_result: Callable[[Result], None] = lambda r: None) -> tuple[Optional[database.Record], list[Result]]:
+           on_result: Callable[[Result], None] = lambda r: None,
+           pool: Optional[CompilePool] = None) -> tuple[Optional[database.Record], list[Result]]:
     """Coordinate descent from the defaults: each tunable in turn takes its best value, until a pass changes
-    nothing or ``budget_s`` is spent; the winner is re-measured against the defaults before it is kept."""
+    nothing or ``budget_s`` is spent; the winner is re-measured against the defaults before it is kept. With a
+    ``pool`` the candidates of one tunable are compiled in parallel first."""
     t_end = time.monotonic() + budget_s
     defaults = dict(kernel.meta.schedule.params)
     dims = space.search_space(kernel.meta, _caps(kernel.meta))
@@ -188,6 +190,9 @@ def search(kernel: Kernel, worker: Worker, budget_s: float, reps: int = 5,
     for _ in range(2):
         changed = False
         for dim in dims:
+            if pool is not None and time.monotonic() < t_end:
+                todo = [{**best, dim.name: v} for v in dim.values]
+                pool.build(kernel.meta, kernel.source, [c for c in todo if tuple(sorted(c.items())) not in tried], defaults)
             for value in dim.values:
                 cand = {**best, dim.name: value}
                 key = tuple(sorted(cand.items()))
@@ -215,13 +220,15 @@ def search(kernel: Kernel, worker: Worker, budget_s: float, reps: int = 5,
 
 
 def tune_kernels(kernels: list[Kernel], db: database.ScheduleDB, budget_s: float, budget_kernel_s: float,
-                 force: bool = False, reps: int = 5, timeout_s: float = 120.0, progress: bool = True) -> list[Outcome]:
+                 force: bool = False, reps: int = 5, timeout_s: float = 120.0, progress: bool = True,
+                 jobs: int = 1) -> list[Outcome]:
     """Tune each kernel not yet in the database (all with ``force``) within the budgets; records written as
     they finish, so an interrupted run resumes where it stopped."""
     outcomes: list[Outcome] = []
     t_end = time.monotonic() + budget_s
     bar = _progress(len(kernels), progress)
-    with Worker(timeout_s) as worker:
+    pool = CompilePool(jobs, timeout_s) if jobs > 1 else None
+    with Worker(timeout_s) as worker, contextlib.closing(pool or CompilePool(0)):
         for k in kernels:
             sig = database.signature(k.meta, k.source)
             key = database.device_key(k.meta.target, k.meta.device_type, k.meta.device_index)
@@ -233,7 +240,7 @@ def tune_kernels(kernels: list[Kernel], db: database.ScheduleDB, budget_s: float
                 outcomes.append(Outcome(k.name, sig.key, "skipped", note="run budget spent"))
             else:
                 left = min(budget_kernel_s, t_end - time.monotonic())
-                record, results = search(k, worker, left, reps, lambda r: bar.set_postfix_str(_short(r)))
+                record, results = search(k, worker, left, reps, lambda r: bar.set_postfix_str(_short(r)), pool)
                 if record is None:
                     err = results[0].error if results else "not measured"
                     outcomes.append(Outcome(k.name, sig.key, "failed", note=f"default schedule: {err}"))
@@ -335,6 +342,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout-s", type=float, default=120.0, help="a candidate taking longer has failed")
     parser.add_argument("--reps", type=int, default=5, help="timed batches per candidate (median)")
     parser.add_argument("--force", action="store_true", help="tune kernels the database already has")
+    parser.add_argument("--jobs", type=int, default=1, help="compile candidates in this many parallel workers")
     parser.add_argument("--save-kernels", type=Path, help="write the collected kernels as a --kernels list")
     parser.add_argument("--out", type=Path, help="tune.md/tune.json directory (default benchmarks/results/<device>)")
     parser.add_argument("--no-progress", action="store_true")
@@ -366,7 +374,7 @@ def main(argv: list[str]) -> int:
     print(f"tuning {len(kernels)} kernels on {key} into {db.path_for(key)} (collected in {time.monotonic() - t0:.0f}s)")
     budget = max(0.0, args.budget_s - (time.monotonic() - t0))
     outcomes = tune_kernels(kernels, db, budget, args.budget_kernel_s, args.force, args.reps, args.timeout_s,
-                            not args.no_progress)
+                            not args.no_progress, args.jobs)
     text, data = report(outcomes, key, {k.name: dict(k.meta.schedule.params) for k in kernels})
     print(text)
     out = args.out or REPO / "benchmarks" / "results" / re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{key.target}_{key.name}")
