@@ -12,6 +12,7 @@ from . import database
 log = logging.getLogger(__name__)
 
 COMMENT = "# schedule record:"
+_failed: list[str] = []  # warned once per process
 
 
 def mode() -> str:
@@ -49,7 +50,13 @@ def find(meta: KernelMeta, source: str) -> Optional[database.Hit]:
 def apply(meta: KernelMeta, source: str) -> tuple[KernelMeta, str]:
     """``(meta, source)`` with a database record's tunables applied and named in a comment line of the source
     (which is part of the kernel cache key, like the tunables in ``meta``); unchanged without a record."""
-    hit = find(meta, source)
+    try:
+        hit = find(meta, source)
+    except Exception as e:  # noqa: BLE001 - a database problem never fails a compile: the defaults are used
+        if not _failed:
+            _failed.append(str(e))
+            log.warning("halide_xpu: schedule database lookup failed (%s: %s); default schedules", type(e).__name__, e)
+        return meta, source
     if hit is None:
         return meta, source
     from ..schedule import default_spec
