@@ -204,6 +204,28 @@ def test_tuned_record_applied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert plain == meta and text == source
 
 
+def test_autoscheduler_record_applied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = _cpu_target()
+    monkeypatch.setattr(halide_xpu.config, "cpu_target", target)
+    monkeypatch.setattr(torch._inductor.config, "cpu_backend", "halide_xpu")
+    monkeypatch.setattr(halide_xpu.config, "schedule_db", str(tmp_path))
+    monkeypatch.setattr(halide_xpu.config, "autotune", "off")
+    fn = lambda x: torch.softmax(x, -1)  # noqa: E731
+    meta, source = _capture(fn, torch.randn(64, 256))
+    scheduler = "Anderson2021" if target == "opencl" else "Li2018"
+    record = Record({"parallelism": 2}, 1.0, 2.0, "test", scheduler=scheduler)
+    ScheduleDB(tmp_path).put(database.device_key(meta.target), database.signature(meta, source), record)
+    monkeypatch.setattr(halide_xpu.config, "autotune", "db")
+    torch._dynamo.reset()
+    x = torch.randn(64, 256)
+    out, codes = run_and_get_code(torch.compile(fn, fullgraph=True), x)
+    torch.testing.assert_close(out, fn(x))
+    code = "\n".join(codes)
+    assert f"family='autoschedule:{scheduler}'" in code and f"autoscheduler {scheduler} parallelism=2" in code
+    with pytest.raises(ValueError, match="autoscheduler"):
+        Record.from_json({"params": {}, "scheduler": "Magic2030"})
+
+
 def test_config_knobs(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ValueError, match="autotune"):
         halide_xpu.config.autotune = "sometimes"

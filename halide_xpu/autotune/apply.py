@@ -59,11 +59,15 @@ def apply(meta: KernelMeta, source: str) -> tuple[KernelMeta, str]:
         return meta, source
     if hit is None:
         return meta, source
+    from ..meta import ScheduleSpec
     from ..schedule import default_spec
     from ..target import targets
 
-    caps = targets.device_caps(meta.target, meta.device_type, meta.device_index)
-    spec = default_spec(meta.loop_vars, meta.schedule.family == "reduction", caps, tuned=hit.record.params)
+    if hit.record.scheduler:  # a Halide autoscheduler was faster than every explicit candidate
+        spec = ScheduleSpec(f"autoschedule:{hit.record.scheduler}", tuple(sorted(hit.record.params.items())))
+    else:
+        caps = targets.device_caps(meta.target, meta.device_type, meta.device_index)
+        spec = default_spec(meta.loop_vars, meta.schedule.family == "reduction", caps, tuned=hit.record.params)
     log.info("halide_xpu: schedule record %s from %s: %s", hit.signature.key, hit.path, hit.record.describe())
     comment = f"{COMMENT} {hit.signature.key} {hit.record.describe()} [{hit.path.name}]"
     return dataclasses.replace(meta, schedule=spec), f"{comment}\n{source}"

@@ -188,6 +188,7 @@ class Record:
     candidates: int = 0
     failed: int = 0
     tuned_at: str = ""
+    scheduler: str = ""  # a Halide autoscheduler won (``params`` are its parameters), else "" (explicit schedule)
 
     @property
     def speedup(self) -> Optional[float]:
@@ -209,12 +210,14 @@ class Record:
         known = {f.name for f in dataclasses.fields(cls)}
         rest = {k: v for k, v in data.items() if k in known and k != "params"}
         rest["extents"] = tuple(int(e) for e in rest.get("extents", ()))
+        if rest.get("scheduler") and rest["scheduler"] not in config.SCHEDULERS[1:]:
+            raise ValueError(f"unknown autoscheduler {rest['scheduler']!r}")
         return cls(params=params, **rest)
 
     def describe(self) -> str:
         params = ",".join(f"{k}={v}" for k, v in sorted(self.params.items()))
         times = f"{self.time_us:.1f} us tuned vs {self.default_us:.1f} us default" if self.speedup else "untimed"
-        return f"{params} ({times})"
+        return f"{'autoscheduler ' + self.scheduler + ' ' if self.scheduler else ''}{params} ({times})"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -36,6 +36,7 @@ class Result:
     error: str = ""
     compile_s: float = 0.0
     variant: str = ""
+    family: str = ""  # the schedule family measured: the kernel's, or ``autoschedule:<name>``
 
     @property
     def ok(self) -> bool:
@@ -85,10 +86,13 @@ class Worker:
             self._stderr = None
 
     def measure(self, meta: KernelMeta, source: str, params: dict[str, int], defaults: dict[str, int],
-                reps: int = 5, min_batch_s: float = 0.01, compile_only: bool = False) -> Result:
-        """Compile and time ``params`` (``compile_only``: build into the kernel cache, ``us`` is 0)."""
+                reps: int = 5, min_batch_s: float = 0.01, compile_only: bool = False,
+                family: Optional[str] = None) -> Result:
+        """Compile and time ``params`` of ``family`` (default the kernel's; ``autoschedule:<name>`` runs a Halide
+        autoscheduler) (``compile_only``: build into the kernel cache, ``us`` is 0)."""
+        family = family or meta.schedule.family
         job = {"meta": repr(meta), "source": source, "params": params, "defaults": defaults, "reps": reps,
-               "min_batch_s": min_batch_s, "compile_only": compile_only,
+               "min_batch_s": min_batch_s, "compile_only": compile_only, "family": family,
                "config": {k: getattr(config, k) for k in _FORWARDED}}
         proc = self.proc if self.proc is not None and self.proc.poll() is None else self._start()
         try:
@@ -102,15 +106,16 @@ class Worker:
         if line is None:
             self.close()
             self.restarts += 1
-            return Result(params, error=f"timeout after {self.timeout_s:.0f}s")
+            return Result(params, error=f"timeout after {self.timeout_s:.0f}s", family=family)
         if not line:
             code = proc.wait()
             why = f"worker died ({_exit_text(code)}){': ' + self._stderr_tail() if self._stderr_tail() else ''}"
             self.close()
             self.restarts += 1
-            return Result(params, error=why)
+            return Result(params, error=why, family=family)
         data = json.loads(line)
-        return Result(params, data.get("us"), data.get("error", ""), data.get("compile_s", 0.0), data.get("variant", ""))
+        return Result(params, data.get("us"), data.get("error", ""), data.get("compile_s", 0.0), data.get("variant", ""),
+                      family)
 
     def __enter__(self) -> "Worker":
         return self
@@ -287,21 +292,22 @@ def run_job(job: dict[str, Any], benches: dict[str, _Bench]) -> dict[str, Any]:
             setattr(config, k, v)
     meta = parse_meta(job["meta"])
     source = job["source"]
+    family = job.get("family") or meta.schedule.family
     if job.get("compile_only"):
         params = {str(k): int(v) for k, v in job["params"].items()}
         _fault(params)
         t0 = time.perf_counter()
-        spec = ScheduleSpec(meta.schedule.family, tuple(sorted(params.items())))
+        spec = ScheduleSpec(family, tuple(sorted(params.items())))
         launcher = compiler.load(dataclasses.replace(meta, schedule=spec), source)
         return {"us": 0.0, "compile_s": time.perf_counter() - t0, "variant": launcher.variant}
     bench = benches.setdefault(job["meta"] + source, _Bench(meta))
-    if bench.reference is None and job["params"] != job["defaults"]:  # the defaults' outputs first
-        ref = run_job({**job, "params": job["defaults"]}, benches)
+    if bench.reference is None and (job["params"] != job["defaults"] or family != meta.schedule.family):
+        ref = run_job({**job, "params": job["defaults"], "family": None}, benches)  # the defaults' outputs first
         if ref.get("error"):
             return {"error": f"default schedule failed: {ref['error']}"}
     params = {str(k): int(v) for k, v in job["params"].items()}
     _fault(params)
-    meta = dataclasses.replace(meta, schedule=ScheduleSpec(meta.schedule.family, tuple(sorted(params.items()))))
+    meta = dataclasses.replace(meta, schedule=ScheduleSpec(family, tuple(sorted(params.items()))))
     t0 = time.perf_counter()
     launcher = compiler.load(meta, source)
     compile_s = time.perf_counter() - t0

@@ -95,6 +95,15 @@ def search_space(meta: KernelMeta, caps: DeviceCaps) -> list[Tunable]:
     return out
 
 
+def autoschedulers(meta: KernelMeta, caps: DeviceCaps) -> tuple[str, ...]:
+    """Halide autoschedulers tried after the search as whole-schedule candidates (a plugin that does not load, or a
+    schedule Halide rejects, is a failed candidate): the GPU ones on GPU-style targets, the CPU ones on the host.
+    Static shapes only (they need size estimates)."""
+    if any(v.static_extent is None for v in meta.loop_vars):
+        return ()
+    return ("Anderson2021", "Li2018") if caps.gpu else ("Adams2019", "Li2018")
+
+
 def size(space: list[Tunable]) -> int:
     """Points in the full grid (coordinate descent visits about the sum of the value counts per pass)."""
     return math.prod(len(t.values) for t in space) if space else 1

@@ -157,6 +157,7 @@ class Outcome:
     status: str  # tuned | cached | failed | skipped
     record: Optional[database.Record] = None
     note: str = ""
+    results: list[Result] = dataclasses.field(default_factory=list)  # every candidate measured, in order
 
 
 def _caps(meta: KernelMeta) -> Any:
@@ -166,18 +167,21 @@ def _caps(meta: KernelMeta) -> Any:
 
 
 def search(kernel: Kernel, worker: Worker, budget_s: float, reps: int = 5,
-           on_result: Callable[[Result], None] = lambda r: None,
-           pool: Optional[CompilePool] = None) -> tuple[Optional[database.Record], list[Result]]:
-    """Coordinate descent from the defaults: each tunable in turn takes its best value, until a pass changes
-    nothing or ``budget_s`` is spent; the winner is re-measured against the defaults before it is kept. With a
-    ``pool`` the candidates of one tunable are compiled in parallel first."""
+           on_result: Callable[[Result], None] = lambda r: None, pool: Optional[CompilePool] = None,
+           autoschedulers: bool = True) -> tuple[Optional[database.Record], list[Result]]:
+    """Coordinate descent from the defaults: each tunable in turn takes its best value (a candidate that looks
+    faster is measured again next to the best), until a pass changes nothing or ``budget_s`` is spent; then Halide's
+    autoschedulers as whole-schedule candidates (budget left). The winner is re-measured against the defaults,
+    back to back, before it is kept. With a ``pool`` the candidates of
+    one tunable are compiled in parallel first."""
     t_end = time.monotonic() + budget_s
     defaults = dict(kernel.meta.schedule.params)
-    dims = space.search_space(kernel.meta, _caps(kernel.meta))
+    caps = _caps(kernel.meta)
+    dims = space.search_space(kernel.meta, caps)
     results: list[Result] = []
 
-    def run(params: dict[str, int]) -> Result:
-        r = worker.measure(kernel.meta, kernel.source, params, defaults, reps)
+    def run(params: dict[str, int], family: Optional[str] = None) -> Result:
+        r = worker.measure(kernel.meta, kernel.source, params, defaults, reps, family=family)
         results.append(r)
         on_result(r)
         return r
@@ -185,7 +189,21 @@ def search(kernel: Kernel, worker: Worker, budget_s: float, reps: int = 5,
     base = run(defaults)
     if not base.ok:
         return None, results
-    best, best_us = dict(defaults), base.us
+    best, best_us, scheduler = dict(defaults), base.us, ""
+
+    def beats(r: Result) -> Optional[float]:
+        """``r``'s time when it beats the best so far, checked by measuring both again back to back (the load
+        of a shared machine drifts over seconds: one faster sample is not enough); else None."""
+        nonlocal best_us
+        if not r.ok or r.us >= best_us * (1 - MIN_GAIN):
+            return None
+        again_best = run(best, f"autoschedule:{scheduler}" if scheduler else None)
+        again = run(r.params, r.family)
+        if again_best.ok:
+            best_us = again_best.us
+        if again.ok and again.us < best_us * (1 - MIN_GAIN):
+            return again.us
+        return None
     tried = {tuple(sorted(defaults.items()))}
     for _ in range(2):
         changed = False
@@ -199,29 +217,36 @@ def search(kernel: Kernel, worker: Worker, budget_s: float, reps: int = 5,
                 if key in tried or time.monotonic() > t_end:
                     continue
                 tried.add(key)
-                r = run(cand)
-                if r.ok and r.us < best_us * (1 - MIN_GAIN):
-                    best, best_us, changed = cand, r.us, True
+                us = beats(run(cand))
+                if us is not None:
+                    best, best_us, changed = cand, us, True
         if not changed or time.monotonic() > t_end:
             break
+    explicit = {d.name: best[d.name] for d in dims}
+    for name in space.autoschedulers(kernel.meta, caps) if autoschedulers else ():
+        if time.monotonic() > t_end:
+            break
+        us = beats(run({"parallelism": caps.parallelism}, f"autoschedule:{name}"))
+        if us is not None:
+            best, best_us, scheduler = {"parallelism": caps.parallelism}, us, name
     default_us = base.us
-    if best != defaults:  # confirm: the defaults and the winner measured again, back to back
-        again = [run(defaults), run(best)]
+    if best != defaults or scheduler:  # confirm: the defaults and the winner measured again, back to back
+        again = [run(defaults), run(best, f"autoschedule:{scheduler}" if scheduler else None)]
         if again[0].ok and again[1].ok:
             default_us = min(base.us, again[0].us)
             best_us = min(best_us, again[1].us)
         if best_us > default_us * (1 - MIN_GAIN / 2):
-            best, best_us = dict(defaults), default_us
-    tuned = {d.name: best[d.name] for d in dims}
+            explicit, best_us, scheduler = {d.name: defaults[d.name] for d in dims}, default_us, ""
     extents = tuple(v.static_extent or 0 for v in kernel.meta.loop_vars)
-    record = database.Record(tuned, round(best_us, 3), round(default_us, 3), kernel.name, extents,
-                             candidates=len(results), failed=sum(not r.ok for r in results))
+    record = database.Record(best if scheduler else explicit, round(best_us, 3), round(default_us, 3), kernel.name,
+                             extents, candidates=len(results), failed=sum(not r.ok for r in results),
+                             scheduler=scheduler)
     return record, results
 
 
 def tune_kernels(kernels: list[Kernel], db: database.ScheduleDB, budget_s: float, budget_kernel_s: float,
                  force: bool = False, reps: int = 5, timeout_s: float = 120.0, progress: bool = True,
-                 jobs: int = 1) -> list[Outcome]:
+                 jobs: int = 1, autoschedulers: bool = True) -> list[Outcome]:
     """Tune each kernel not yet in the database (all with ``force``) within the budgets; records written as
     they finish, so an interrupted run resumes where it stopped."""
     outcomes: list[Outcome] = []
@@ -240,14 +265,15 @@ def tune_kernels(kernels: list[Kernel], db: database.ScheduleDB, budget_s: float
                 outcomes.append(Outcome(k.name, sig.key, "skipped", note="run budget spent"))
             else:
                 left = min(budget_kernel_s, t_end - time.monotonic())
-                record, results = search(k, worker, left, reps, lambda r: bar.set_postfix_str(_short(r)), pool)
+                record, results = search(k, worker, left, reps, lambda r: bar.set_postfix_str(_short(r)), pool,
+                                         autoschedulers)
                 if record is None:
                     err = results[0].error if results else "not measured"
-                    outcomes.append(Outcome(k.name, sig.key, "failed", note=f"default schedule: {err}"))
+                    outcomes.append(Outcome(k.name, sig.key, "failed", note=f"default schedule: {err}", results=results))
                 else:
                     db.put(key, sig, record)
                     errors = sorted({r.error.split(':')[0] for r in results if not r.ok})
-                    outcomes.append(Outcome(k.name, sig.key, "tuned", record, "; ".join(errors)))
+                    outcomes.append(Outcome(k.name, sig.key, "tuned", record, "; ".join(errors), results))
             bar.update(1)
     bar.close()
     return outcomes
@@ -315,6 +341,8 @@ def report(outcomes: list[Outcome], key: database.DeviceKey, defaults: dict[str,
             continue
         base = defaults.get(o.kernel, {})
         changed = ", ".join(f"{k}={v}" for k, v in sorted(r.params.items()) if base.get(k) != v) or "(defaults)"
+        if r.scheduler:
+            changed = f"autoscheduler {r.scheduler}"
         if r.speedup:
             speedups.append(r.speedup)
         lines.append(f"| {o.kernel} | `{o.signature}` | {r.default_us or 0:.1f} | {r.time_us or 0:.1f} | "
@@ -324,7 +352,10 @@ def report(outcomes: list[Outcome], key: database.DeviceKey, defaults: dict[str,
     lines += ["", f"geomean speedup over the defaults: {geo} ({len(speedups)} kernels)", ""]
     data = {"device": dataclasses.asdict(key), "geomean_speedup": _geomean(speedups) if speedups else None,
             "kernels": [{"kernel": o.kernel, "signature": o.signature, "status": o.status, "note": o.note,
-                         "record": o.record.to_json() if o.record else None} for o in outcomes]}
+                         "record": o.record.to_json() if o.record else None,
+                         "candidates": [{"family": r.family, "params": r.params, "us": r.us, "error": r.error,
+                                         "variant": r.variant, "compile_s": round(r.compile_s, 3)} for r in o.results]}
+                        for o in outcomes]}
     return "\n".join(lines), data
 
 
@@ -343,6 +374,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reps", type=int, default=5, help="timed batches per candidate (median)")
     parser.add_argument("--force", action="store_true", help="tune kernels the database already has")
     parser.add_argument("--jobs", type=int, default=1, help="compile candidates in this many parallel workers")
+    parser.add_argument("--no-autoschedulers", action="store_true", help="no Halide autoscheduler candidates")
     parser.add_argument("--save-kernels", type=Path, help="write the collected kernels as a --kernels list")
     parser.add_argument("--out", type=Path, help="tune.md/tune.json directory (default benchmarks/results/<device>)")
     parser.add_argument("--no-progress", action="store_true")
@@ -374,7 +406,7 @@ def main(argv: list[str]) -> int:
     print(f"tuning {len(kernels)} kernels on {key} into {db.path_for(key)} (collected in {time.monotonic() - t0:.0f}s)")
     budget = max(0.0, args.budget_s - (time.monotonic() - t0))
     outcomes = tune_kernels(kernels, db, budget, args.budget_kernel_s, args.force, args.reps, args.timeout_s,
-                            not args.no_progress, args.jobs)
+                            not args.no_progress, args.jobs, not args.no_autoschedulers)
     text, data = report(outcomes, key, {k.name: dict(k.meta.schedule.params) for k in kernels})
     print(text)
     out = args.out or REPO / "benchmarks" / "results" / re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{key.target}_{key.name}")
