@@ -1,5 +1,6 @@
 """Command line: ``python -m halide_xpu demo`` runs the demo, ``python -m halide_xpu info`` lists devices and knobs,
-``python -m halide_xpu conformance --target host`` runs the OpInfo conformance suite (``--help`` for its options)."""
+``python -m halide_xpu conformance --target host`` runs the OpInfo conformance suite, ``python -m halide_xpu tune
+--suite`` tunes schedules into the schedule database (``--help`` for their options)."""
 from __future__ import annotations
 
 import argparse
@@ -13,8 +14,12 @@ def main(argv: list[str] | None = None) -> int:
         from .conformance import main as conformance
 
         return conformance(argv[1:])
+    if argv[:1] == ["tune"]:  # its own options: see autotune/tune.add_arguments
+        from .autotune.tune import main as tune
+
+        return tune(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m halide_xpu")
-    parser.add_argument("command", choices=["demo", "info", "conformance"])
+    parser.add_argument("command", choices=["demo", "info", "conformance", "tune"])
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -35,6 +40,10 @@ def main(argv: list[str] | None = None) -> int:
         for k, v in config.knobs().items():
             print(f"config.{k} = {v!r}")
         print("resolved cpu_target =", config.resolved_cpu_target)
+        from .autotune import database
+
+        print("schedule database (first hit wins):", ", ".join(map(str, database.db_paths())))
+        print("schedule device key (cpu):", database.device_key(config.resolved_cpu_target))
         return 0
     from .demo import main as demo
 

@@ -16,6 +16,9 @@ SCHEDULERS = ("explicit", "Mullapudi2016", "Adams2019", "Li2018", "Anderson2021"
 DEVICE_TYPES = ("cpu", "gpu", "accelerator")
 # sycl target's device code: auto = native where a toolchain for the device exists, else SPIR-V, else OpenCL C
 DEVICE_BINARIES = ("auto", "source", "spirv", "native")
+# schedule database (autotune/): off = defaults only, db = apply tuned records, max = also tune a kernel the
+# database lacks when it is first compiled (within autotune_budget_s)
+AUTOTUNE_MODES = ("off", "db", "max")
 
 
 def _choice(name: str, choices: tuple[str, ...]) -> Callable[[Any], str]:
@@ -62,6 +65,27 @@ def _overrides(value: Any) -> dict[str, int]:
         raise ValueError(f"schedule_overrides: expected 'name=int,...', got {value!r}") from None
 
 
+def _paths(value: Any) -> Optional[str]:
+    """``os.pathsep``-separated directories (or a list of them); None/"" = the default (autotune/database.py)."""
+    if value in (None, ""):
+        return None
+    if isinstance(value, (list, tuple)):
+        return os.pathsep.join(os.fspath(v) for v in value)
+    if not isinstance(value, (str, os.PathLike)):
+        raise ValueError(f"expected paths separated by {os.pathsep!r}, got {value!r}")
+    return os.fspath(value)
+
+
+def _seconds(value: Any) -> float:
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"expected a number of seconds, got {value!r}") from None
+    if seconds < 0:
+        raise ValueError(f"expected a number of seconds >= 0, got {value!r}")
+    return seconds
+
+
 def _path(value: Any) -> str:
     if not isinstance(value, (str, os.PathLike)):
         raise ValueError(f"expected a path, got {value!r}")
@@ -88,6 +112,11 @@ _KNOBS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     # SPIR-V / native binaries built ahead of launch in child processes and cached on disk
     "device_binary": (_choice("device_binary", DEVICE_BINARIES), "auto"),
     "cache_dir": (_path, os.path.join(os.path.expanduser("~"), ".cache", "halide_xpu")),
+    # tuned schedule records (schedules/README.md): directories searched, default the package checkout's
+    # schedules/ plus <cache_dir>/schedules; "off" ignores them, "max" tunes missing kernels at compile time
+    "schedule_db": (_paths, None),
+    "autotune": (_choice("autotune", AUTOTUNE_MODES), "db"),
+    "autotune_budget_s": (_seconds, 30.0),  # autotune="max": tuning time per kernel
 }
 
 
@@ -170,3 +199,6 @@ cuda_fast_math: bool
 cache_dir: str
 device_binary: str
 schedule_overrides: dict[str, int]
+schedule_db: Optional[str]
+autotune: str
+autotune_budget_s: float

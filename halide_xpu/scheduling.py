@@ -11,6 +11,7 @@ from torch._inductor.utils import IndentedBuffer, get_kernel_metadata
 from torch._inductor.virtualized import V
 
 from . import config, stats
+from .autotune import apply as autotune_apply
 from .kernel import HalideXpuKernel
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,8 @@ class HalideXpuScheduling(HalideScheduling):
 
     def define_kernel(self, src_code: str, node_schedule: Any, kernel: HalideXpuKernel) -> str:
         wrapper = V.graph.wrapper_code
-        meta = kernel.xpu_meta()
+        # a schedule database record for this kernel replaces the default tunables and is named in the source
+        meta, src_code = autotune_apply.apply(kernel.xpu_meta(), src_code)
         # the metadata is part of the kernel: two kernels of one source can differ in an argument's offset or
         # layout (unbind's x[0] and x[1] are the same 0-d load at offsets 0 and 1)
         key = f"{src_code}\n# {meta!r}"

@@ -31,6 +31,8 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     # One kernel cache per test session (fast), never the user's; Inductor's FX cache off so every test codegens.
     root = tmp_path_factory.getbasetemp() / "halide_xpu_cache"
     monkeypatch.setattr(halide_xpu.config, "cache_dir", str(root))
+    # no schedule database records (the committed ones, the user's) unless a test writes its own
+    monkeypatch.setattr(halide_xpu.config, "schedule_db", str(root / "schedules-of-tests"))
     monkeypatch.setattr(torch._inductor.config, "fx_graph_cache", False)
     halide_xpu.stats.reset()
 

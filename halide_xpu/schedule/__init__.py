@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from .. import config
 from ..meta import STORAGE_SUFFIX, KernelMeta, LoopVar, ScheduleSpec
@@ -17,12 +17,15 @@ log = logging.getLogger(__name__)
 Variant = Callable[[Recorder, Plan, ScheduleSpec], None]
 
 
-def default_spec(loop_vars: tuple[LoopVar, ...], has_reduction: bool, caps: DeviceCaps) -> ScheduleSpec:
-    """The schedule family for a kernel and its default tunables (the autotuner overrides them)."""
+def default_spec(loop_vars: tuple[LoopVar, ...], has_reduction: bool, caps: DeviceCaps,
+                 tuned: Optional[dict[str, int]] = None) -> ScheduleSpec:
+    """The schedule family for a kernel and its default tunables; ``tuned`` (a schedule database record,
+    autotune/apply.py) replaces those it names, ``config.schedule_overrides`` win over both."""
     if config.scheduler != "explicit":
         return ScheduleSpec(f"autoschedule:{config.scheduler}", (("parallelism", caps.parallelism),))
     family = reduction if has_reduction else pointwise
     params = family.default_params(caps.gpu, caps.vector_width)
+    params.update({k: v for k, v in (tuned or {}).items() if k in params})
     params.update(config.schedule_overrides)
     if caps.gpu:
         for key in ("wg", "wg_row", "wg_row_staged", "wg_full"):

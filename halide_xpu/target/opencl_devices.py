@@ -17,7 +17,7 @@ _HALIDE_TYPE = {"cpu": "cpu", "gpu": "gpu", "accelerator": "acc"}
 # cl_device_info / cl_platform_info codes
 _PLATFORM_NAME, _PLATFORM_VENDOR = 0x0902, 0x0903
 _DEV_TYPE, _DEV_COMPUTE_UNITS, _DEV_MAX_WG = 0x1000, 0x1002, 0x1004
-_DEV_LOCAL_MEM, _DEV_NAME, _DEV_VERSION, _DEV_EXTENSIONS = 0x1023, 0x102B, 0x102F, 0x1030
+_DEV_LOCAL_MEM, _DEV_NAME, _DRIVER_VERSION, _DEV_VERSION, _DEV_EXTENSIONS = 0x1023, 0x102B, 0x102D, 0x102F, 0x1030
 _DEV_SUB_GROUP_SIZES_INTEL = 0x4108
 # Intel's pip OpenCL runtime needs these from its own lib dir (its RPATH does not point there).
 _INTEL_DEPS = ("libintlc.so.5", "libsvml.so", "libirng.so", "libimf.so")
@@ -38,6 +38,7 @@ class OpenCLDevice:
     fp16: bool
     fp64: bool
     sub_group_sizes: tuple[int, ...]
+    driver_version: str = ""  # CL_DRIVER_VERSION: part of the schedule database's device key
 
     @property
     def halide_device_type(self) -> str:
@@ -147,6 +148,7 @@ def list_devices() -> tuple[OpenCLDevice, ...]:
                     fp16="cl_khr_fp16" in ext,
                     fp64="cl_khr_fp64" in ext,
                     sub_group_sizes=_info_sizes(get, h, _DEV_SUB_GROUP_SIZES_INTEL),
+                    driver_version=_info_str(get, h, _DRIVER_VERSION).strip(),
                 )
             )
     return tuple(found)
