@@ -191,7 +191,7 @@ def _packaged(library: str, aot_files: list[Any]) -> tuple[tuple[str, str], tupl
     names = []
     for path, stem in ((runtime_library(), "hx_runtime"), (Path(library), "hx_kernel")):
         digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-        copy = cache.cache_root() / "aoti" / f"{stem}_{digest}.so"
+        copy = cache.cache_root() / "aoti" / f"{stem}_{digest}.hxlib"  # not .so: AOTInductor (2.11) packages one .so, the model
         if not copy.exists():
             copy.parent.mkdir(parents=True, exist_ok=True)
             tmp = copy.with_suffix(f".{os.getpid()}.tmp")
