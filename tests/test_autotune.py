@@ -246,7 +246,8 @@ def test_crashing_candidate_does_not_stop_tuning(tmp_path: Path, monkeypatch: py
     bad = next(v for v in first.values if v != dict(meta.schedule.params)[first.name])
     monkeypatch.setenv("HALIDE_XPU_TUNE_FAULT", f"crash:{first.name}={bad}")  # the worker SIGKILLs itself
     db = ScheduleDB(tmp_path)
-    outcomes = tune.tune_kernels([tune.Kernel("row_sum", meta, source)], db, 60, 20, progress=False)
+    outcomes = tune.tune_kernels([tune.Kernel("row_sum", meta, source)], db, 60, 20, progress=False,
+                                 autoschedulers=False)  # an autoscheduler may win: no ``first.name`` to check
     assert outcomes[0].status == "tuned", outcomes
     record = outcomes[0].record
     assert record is not None and record.failed >= 1 and record.candidates > record.failed + 1

@@ -180,8 +180,7 @@ def search(kernel: Kernel, worker: Worker, budget_s: float, reps: int = 5,
     """Coordinate descent from the defaults: each tunable in turn takes its best value (a candidate that looks
     faster is measured again next to the best), until a pass changes nothing or ``budget_s`` is spent; then Halide's
     autoschedulers as whole-schedule candidates (budget left). The winner is re-measured against the defaults,
-    back to back, before it is kept. With a ``pool`` the candidates of
-    one tunable are compiled in parallel first."""
+    back to back, before it is kept. With a ``pool`` the candidates of one tunable are compiled in parallel first."""
     t_end = time.monotonic() + budget_s
     defaults = dict(kernel.meta.schedule.params)
     caps = _caps(kernel.meta)
@@ -216,6 +215,7 @@ def search(kernel: Kernel, worker: Worker, budget_s: float, reps: int = 5,
         if again.ok and again.us < best_us * (1 - MIN_GAIN):
             return again.us
         return None
+
     tried = {tuple(sorted(defaults.items()))}
     for _ in range(2):
         changed = False
