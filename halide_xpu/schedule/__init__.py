@@ -10,7 +10,7 @@ from ..target.targets import DeviceCaps
 from . import pointwise, reduction
 import halide as hl
 
-from .common import GUARD, Plan, Recorder, fuse_all, separate_local_widths, total
+from .common import GUARD, NotApplicable, Plan, Recorder, fuse_all, separate_local_widths, total
 
 log = logging.getLogger(__name__)
 
@@ -119,10 +119,6 @@ def _snapshot_inputs(rec: Recorder, plan: Plan, meta: KernelMeta) -> None:
 
 class UnscheduledUpdate(RuntimeError):
     """A schedule variant left an output's update definition without directives: the variant is rejected."""
-
-
-class NotApplicable(RuntimeError):
-    """A schedule variant does not fit this kernel's shape: the next one is tried."""
 
 
 def _check_updates(rec: Recorder, plan: Plan) -> None:

@@ -72,6 +72,10 @@ class Recorder:
         self.lines.append(f"# {text}")
 
 
+class NotApplicable(RuntimeError):
+    """A schedule variant does not fit this kernel's shape: the next one is tried."""
+
+
 class Plan:
     """The Funcs of one built algorithm plus what the kernel metadata says about them."""
 

@@ -8,7 +8,7 @@ import halide as hl
 
 from ..meta import ScheduleSpec
 from . import pointwise
-from .common import (GUARD, LOCAL_SLACK, Plan, Recorder, fuse_all, inner_reduction, pow2_floor, primary_output,
+from .common import (GUARD, NotApplicable, LOCAL_SLACK, Plan, Recorder, fuse_all, inner_reduction, pow2_floor, primary_output,
                      fused_rvar, reduction_extent, reduction_size, total)
 
 
@@ -30,6 +30,8 @@ def gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         _gpu_outer(rec, plan, o, rows, spec)
         _schedule_others(rec, plan, o, spec)
         return
+    if few_long_rows(plan, o, rows):
+        raise NotApplicable("fewer rows than compute units, each long: split across work-groups (staged)")
     # rows whose output also spans the row (softmax, norms) prefer wider work-groups (H100 sweep: 256 vs 128
     # gave layer_norm 1.90x vs 2.91x Triton), wider still when every pass reads rows staged from the inputs
     # (norms: 512); per-row results (sums, var_mean) take ``wg``
@@ -385,6 +387,56 @@ def _final_over_chunks(rec: Recorder, plan: Plan, f: hl.Func, args: list[hl.Var]
     _place_on_threads(rec, split[0], [split[1]], split[2], (f, urow))
     if fold is not None:
         _place_on_threads(rec, fold[0], [fold[1]], fold[2], (f, urow))
+
+
+SPLIT_ROW_MIN = 16384  # a row at least this long, in fewer rows than compute units, is split across work-groups
+
+
+def few_long_rows(plan: Plan, f: hl.Func, rows: list[hl.Var]) -> bool:
+    """Fewer rows than compute units, each long: one work-group per row leaves most of the device idle (ResNet's
+    NCHW batch norm: 64 channels of 100k elements, 64 work-groups on 132 SMs, 300 us a kernel)."""
+    count = total([plan.var_extent(f, v) for v in rows]) if rows else 1
+    ext = reduction_size(plan)
+    return count is not None and ext is not None and count < plan.caps.parallelism and ext >= SPLIT_ROW_MIN
+
+
+def gpu_row_reduce_split(rec: Recorder, plan: Plan, f: hl.Func, spec: ScheduleSpec) -> bool:
+    """Few long rows (``few_long_rows``): each row's reduction split in chunks, one work-group per (row, chunk)
+    with register accumulators (loads in flight), then one work-group per row adds its chunks. False where the
+    row is too short to split."""
+    args = list(f.args())
+    rows = total([plan.var_extent(f, v) for v in args]) or 1
+    ext = reduction_size(plan)
+    wg = spec.get("wg", 256)
+    unroll = spec.get("unroll_full", 4)
+    if ext is None or ext < 2 * wg * unroll:
+        return False
+    chunks = max(2, min(1024, -(-plan.caps.parallelism * 4 // rows)))
+    step = wg * unroll
+    length = -(-(-(-ext // chunks)) // step) * step  # whole unrolled steps per chunk
+    chunks = -(-ext // length)
+    if chunks < 2:
+        return False
+    name, lbl = f.name(), f"{f.name()}.update()"
+    ro, ri, c = hl.RVar(f"{name}_ro"), hl.RVar(f"{name}_ri"), hl.Var(f"{name}_chunk")
+    rec(f.update(), lbl, "split", fused_rvar(rec, f), ro, ri, length, GUARD)
+    part = rec(f.update(), lbl, "rfactor", ro, c)  # part[row, c]: chunk c of the row
+    pl = part.name()
+    rec(part, pl, "compute_root")
+    pargs = list(part.args())
+    prow = fuse_all(rec, part, pargs, pl) if len(pargs) > 1 else pargs[0]
+    rec(part, pl, "gpu_blocks", prow)
+    split = _rfactor_across(rec, part, wg)
+    serial = _register_accumulators(rec, split[0], split[1], split[2], unroll)
+    fold = _rfactor_fold(rec, part, wg, spec.get("fold", 16))
+    upd = part.update()
+    urow = fuse_all(rec, upd, pargs, f"{pl}_u") if len(pargs) > 1 else pargs[0]
+    rec(upd, f"{pl}.update()", "gpu_blocks", urow)
+    _place_on_threads(rec, split[0], serial, split[2], (part, urow))
+    if fold is not None:
+        _place_on_threads(rec, fold[0], [fold[1]], fold[2], (part, urow))
+    gpu_row_reduce(rec, plan, f, spec)  # the chunks of a row: its own work-group
+    return True
 
 
 def gpu_row_reduce(rec: Recorder, plan: Plan, f: hl.Func, spec: ScheduleSpec) -> None:

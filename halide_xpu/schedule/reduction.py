@@ -9,7 +9,8 @@ import halide as hl
 from ..meta import ScheduleSpec
 from . import pointwise
 from .common import GUARD, Plan, Recorder, fuse_all, inner_reduction, primary_output, reduction_extent, total
-from .gpu_reduction import gpu_column_reduce, gpu_full_reduce, gpu_fused, gpu_row_reduce
+from .gpu_reduction import (few_long_rows, gpu_column_reduce, gpu_full_reduce, gpu_fused, gpu_row_reduce,
+                            gpu_row_reduce_split)
 
 
 def default_params(gpu: bool, vector_width: int) -> dict[str, int]:
@@ -170,7 +171,8 @@ def _staged(rec: Recorder, plan: Plan, spec: ScheduleSpec, share_chunks: bool = 
         if not args:
             continue
         if plan.caps.gpu and f.has_update_definition() and inner_reduction(plan):
-            gpu_row_reduce(rec, plan, f, spec)
+            if not (few_long_rows(plan, f, args) and gpu_row_reduce_split(rec, plan, f, spec)):
+                gpu_row_reduce(rec, plan, f, spec)
         elif plan.caps.gpu:
             gpu_column_reduce(rec, plan, f, spec, shared)
         else:
