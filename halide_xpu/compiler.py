@@ -1,6 +1,7 @@
 """Builds a kernel: run the algorithm, apply an explicit schedule, AOT-compile with Halide, link a ctypes glue."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.util
 import logging
@@ -11,12 +12,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from . import cache, device_binary, schedule, stats
+from . import cache, config, device_binary, schedule, stats
 from . import halide_helpers as hx
 from .meta import DTYPES, STORAGE_SUFFIX, ArgSpec, KernelMeta
 from .runtime import KernelLauncher
 from .schedule.common import LOCAL_SLACK
-from .target import ptx, targets
+from .target import opencl_build, ptx, targets
 from .target.targets import DeviceCaps
 
 log = logging.getLogger(__name__)
@@ -213,6 +214,10 @@ def compile_scheduled(
     return result, lines, name
 
 
+def compile_fn_host(outputs: dict[Any, str]) -> Callable[[Any, list[Any], Any], None]:
+    return lambda p, args, target: p.compile_to(outputs, args, FN_NAME, target)
+
+
 def build(meta: KernelMeta, source: str, workdir: Path, caps: Optional[DeviceCaps] = None) -> tuple[list[str], str]:
     """Compile ``source`` for ``meta`` into ``workdir/kernel.so``; returns (schedule lines, variant name). ``caps``:
     the device's, by default asked of it (given: a build for a device this machine lacks)."""
@@ -224,8 +229,26 @@ def build(meta: KernelMeta, source: str, workdir: Path, caps: Optional[DeviceCap
     marked = meta.target == "cuda" and any(f"hx.{name}(" in source for name in hx.MARKING)
     if os.environ.get("HALIDE_XPU_DUMP_STMT") or marked:
         outputs[hl.OutputFileType.stmt] = str(workdir / "kernel.stmt")
-    compile_fn = lambda p, args, target: p.compile_to(outputs, args, FN_NAME, target)  # noqa: E731
-    _, lines, name = compile_scheduled(meta, source, compile_fn, caps)
+    def compile_fn(p: Any, args: list[Any], target: Any) -> None:
+        p.compile_to(outputs, args, FN_NAME, target)
+        if meta.target == "opencl" and config.opencl_build_check:  # see opencl_build: a crash kills a child only
+            src = workdir / device_binary.SOURCE_FILE
+            if device_binary.save_source(workdir / "kernel.o", src):
+                why = opencl_build.check_in_child(src)
+                if why:
+                    stats.counters["opencl_build_rejects"] += 1
+                    raise schedule.NotApplicable(why)
+
+    try:
+        _, lines, name = compile_scheduled(meta, source, compile_fn, caps)
+    except RuntimeError as e:
+        if meta.target != "opencl":
+            raise
+        # no variant the OpenCL compiler takes: the kernel runs on the host (same glue: host pointers)
+        log.warning("halide_xpu: OpenCL kernel %s built for the host instead: %s", workdir.name, str(e)[-600:])
+        stats.counters["opencl_host_fallbacks"] += 1
+        host = dataclasses.replace(meta, halide_target=targets.host_target_of(meta.halide_target))
+        _, lines, name = compile_scheduled(host, source, compile_fn_host(outputs), targets.device_caps("host"))
     if marked and "fast_inverse" in (workdir / "kernel.stmt").read_text(errors="replace"):
         # Halide computed a marked value on the host (a loop-invariant one: kernel arguments are evaluated there),
         # where no PTX rewrite turns the mark into its meaning: x86's approximate reciprocal (bf16(0.0) became inf)

@@ -111,6 +111,9 @@ _KNOBS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     # how the sycl target's kernels reach the device (device_binary.py): OpenCL C source built at first launch, or
     # SPIR-V / native binaries built ahead of launch in child processes and cached on disk
     "device_binary": (_choice("device_binary", DEVICE_BINARIES), "auto"),
+    # opencl target: build each new kernel's OpenCL C in a child process first (target/opencl_build.py): a crash
+    # of the OpenCL compiler rejects that schedule instead of killing the process at the kernel's first launch
+    "opencl_build_check": (_bool, True),
     "cache_dir": (_path, os.path.join(os.path.expanduser("~"), ".cache", "halide_xpu")),
     # tuned schedule records (schedules/README.md): directories searched, default the package checkout's
     # schedules/ plus <cache_dir>/schedules; "off" ignores them, "max" tunes missing kernels at compile time
@@ -202,3 +205,4 @@ schedule_overrides: dict[str, int]
 schedule_db: Optional[str]
 autotune: str
 autotune_budget_s: float
+opencl_build_check: bool

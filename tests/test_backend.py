@@ -184,3 +184,38 @@ def test_rows_staged_in_local_memory(target: str, case: str) -> None:
     defs = [line for line in source.splitlines() if any(line.strip().startswith(f"{s}[") for s in staged)]
     assert any(staged_op in d for d in defs), (staged, defs)
     assert any(f"{staged[0]}.vectorize" in line or f"{staged[0]}.gpu_threads" in line for line in launcher.schedule)
+
+
+def test_opencl_build_error_is_reported_by_the_child(tmp_path: Path) -> None:
+    """The OpenCL C of a new kernel is built in a child process first: an error (or a compiler crash) there is a
+    reason string, never a dead parent (target/opencl_build.py)."""
+    if not opencl_devices.select_device():
+        pytest.skip("no OpenCL device")
+    from halide_xpu.target import opencl_build
+
+    good, bad = tmp_path / "good.cl", tmp_path / "bad.cl"
+    good.write_text("__kernel void k(__global float *x) { x[get_global_id(0)] *= 2.0f; }\n")
+    bad.write_text("__kernel void k(__global float *x) { x[get_global_id(0)] = undefined_thing; }\n")
+    assert opencl_build.check_in_child(good) is None
+    why = opencl_build.check_in_child(bad)
+    assert why is not None and "rejected" in why and "undefined_thing" in why, why
+
+
+def test_opencl_kernel_the_device_compiler_refuses_runs_on_the_host(monkeypatch: pytest.MonkeyPatch,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    """Every schedule variant refused by the OpenCL compiler: the kernel is built for the host CPU (logged,
+    counted) and computes the right numbers."""
+    if not opencl_devices.select_device():
+        pytest.skip("no OpenCL device")
+    from halide_xpu.target import opencl_build
+
+    monkeypatch.setattr(config, "cpu_target", "opencl")
+    monkeypatch.setattr(torch._inductor.config, "cpu_backend", "halide_xpu")
+    monkeypatch.setattr(opencl_build, "check_in_child", lambda path, timeout_s=300.0: "the OpenCL compiler crashed (test)")
+    torch._dynamo.reset()
+    stats.reset()
+    x = torch.randn(37, 5)
+    with caplog.at_level(logging.WARNING, logger="halide_xpu.compiler"):
+        out = torch.compile(lambda t: (t.sin() * 3).sum(1) + 0.123)(x)
+    torch.testing.assert_close(out, (x.sin() * 3).sum(1) + 0.123)
+    assert stats.counters["opencl_host_fallbacks"] >= 1 and "built for the host instead" in caplog.text

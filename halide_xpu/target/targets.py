@@ -29,6 +29,12 @@ def _host_vector_width() -> int:
     return max(4, hl.get_host_target().natural_vector_size(hl.Float(32)))
 
 
+def host_target_of(halide_target: str) -> str:
+    """``halide_target`` without its OpenCL features: the same kernel built for the host CPU."""
+    feats = [f for f in halide_target.split("-") if f != "opencl" and not f.startswith("cl_")]
+    return "-".join(feats)
+
+
 def device_caps(target: str, device_type: str = "cpu", index: int = 0) -> DeviceCaps:
     if target == "host":
         return DeviceCaps(False, os.cpu_count() or 1, _host_vector_width())
