@@ -33,8 +33,9 @@ def _tensor(arg, numel_hint: int = 100) -> torch.Tensor:
 
 def profile_entry(entry: Path, reps: int) -> None:
     meta = load_meta(entry)
-    if meta.target != "cuda":
-        meta = dataclasses.replace(meta, target="cuda", device_type="cuda", device_index=0)
+    if meta.target != "cuda":  # e.g. a fake-XPU kernel: rebuilt for CUDA
+        meta = dataclasses.replace(meta, target="cuda", device_type="cuda", device_index=0,
+                                   halide_target="host-cuda-cuda_capability_86-user_context-strict_float-no_runtime")
     launcher = compiler.load(meta, (entry / "kernel.py").read_text())
     args = [_tensor(a) for a in meta.call_args]
     stream = torch.cuda.current_stream().cuda_stream
