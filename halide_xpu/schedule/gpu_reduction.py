@@ -376,17 +376,7 @@ def _final_over_chunks(rec: Recorder, plan: Plan, f: hl.Func, args: list[hl.Var]
     share of the chunks (unrolled: loads in flight), then a tree in local memory. Was one work-item per column
     over all chunks: 64 work-items each waiting on 1024 loads after ResNet's batch-norm column sums."""
     wg = max(plan.min_wg, min(spec.get("wg", 256), pow2_floor(chunks)))
-    split = _rfactor_across(rec, f, wg)
-    steps = -(-chunks // wg)
-    if steps <= 32:
-        rec(split[0].update(), f"{split[0].name()}.update()", "unroll", split[1])
-    fold = _rfactor_fold(rec, f, wg, spec.get("fold", 16))
-    upd = f.update()
-    urow = fuse_all(rec, upd, args, f"{f.name()}_u") if len(args) > 1 else args[0]
-    rec(upd, f"{f.name()}.update()", "gpu_blocks", urow)
-    _place_on_threads(rec, split[0], [split[1]], split[2], (f, urow))
-    if fold is not None:
-        _place_on_threads(rec, fold[0], [fold[1]], fold[2], (f, urow))
+    _work_group_per_result(rec, f, args, wg, spec, unroll_share=-(-chunks // wg) <= 32)
 
 
 SPLIT_ROW_MIN = 16384  # a row at least this long, in fewer rows than compute units, is split across work-groups
@@ -426,15 +416,7 @@ def gpu_row_reduce_split(rec: Recorder, plan: Plan, f: hl.Func, spec: ScheduleSp
     pargs = list(part.args())
     prow = fuse_all(rec, part, pargs, pl) if len(pargs) > 1 else pargs[0]
     rec(part, pl, "gpu_blocks", prow)
-    split = _rfactor_across(rec, part, wg)
-    serial = _register_accumulators(rec, split[0], split[1], split[2], unroll)
-    fold = _rfactor_fold(rec, part, wg, spec.get("fold", 16))
-    upd = part.update()
-    urow = fuse_all(rec, upd, pargs, f"{pl}_u") if len(pargs) > 1 else pargs[0]
-    rec(upd, f"{pl}.update()", "gpu_blocks", urow)
-    _place_on_threads(rec, split[0], serial, split[2], (part, urow))
-    if fold is not None:
-        _place_on_threads(rec, fold[0], [fold[1]], fold[2], (part, urow))
+    _work_group_per_result(rec, part, pargs, wg, spec, accumulators=unroll)
     gpu_row_reduce(rec, plan, f, spec)  # the chunks of a row: its own work-group
     return True
 
@@ -444,16 +426,29 @@ def gpu_row_reduce(rec: Recorder, plan: Plan, f: hl.Func, spec: ScheduleSpec) ->
     args = list(f.args())
     row = fuse_all(rec, f, args, f.name()) if len(args) > 1 else args[0]
     rec(f, f.name(), "gpu_blocks", row)
-    upd = f.update()
     ext = reduction_extent(plan, f)
     wg = max(plan.min_wg, min(spec.get("wg", 128), pow2_floor(ext))) if ext else spec.get("wg", 128)
+    _work_group_per_result(rec, f, args, wg, spec)
+
+
+def _work_group_per_result(rec: Recorder, f: hl.Func, args: list[hl.Var], wg: int, spec: ScheduleSpec,
+                           accumulators: int = 1, unroll_share: bool = False) -> None:
+    """``f``'s update with one work-group per result (``args`` fused): each of ``wg`` work-items reduces a strided
+    share (with ``accumulators`` register partials, or its share's loop unrolled), then the partials fold in local
+    memory. Rows (``gpu_row_reduce``), a long row's chunks and the sums of chunks all take this form."""
     # rfactor first: the partials must not inherit the update's block loops
     split = _rfactor_across(rec, f, wg) if wg >= 2 else None
+    serial = [split[1]] if split is not None else []
+    if split is not None and accumulators > 1:
+        serial = _register_accumulators(rec, split[0], split[1], split[2], accumulators)
+    elif split is not None and unroll_share:
+        rec(split[0].update(), f"{split[0].name()}.update()", "unroll", split[1])
     fold = _rfactor_fold(rec, f, wg, spec.get("fold", 16)) if split is not None else None
+    upd = f.update()
     urow = fuse_all(rec, upd, args, f"{f.name()}_u") if len(args) > 1 else args[0]
     rec(upd, f"{f.name()}.update()", "gpu_blocks", urow)
     if split is not None:
-        _place_on_threads(rec, split[0], [split[1]], split[2], (f, urow))
+        _place_on_threads(rec, split[0], serial, split[2], (f, urow))
     if fold is not None:
         _place_on_threads(rec, fold[0], [fold[1]], fold[2], (f, urow))
 
