@@ -214,7 +214,8 @@ def compile_scheduled(
     return result, lines, name
 
 
-def compile_fn_host(outputs: dict[Any, str]) -> Callable[[Any, list[Any], Any], None]:
+def _compile_to(outputs: dict[Any, str]) -> Callable[[Any, list[Any], Any], None]:
+    """``compile_scheduled``'s compile step: the pipeline's ``outputs`` files, entry ``FN_NAME``."""
     return lambda p, args, target: p.compile_to(outputs, args, FN_NAME, target)
 
 
@@ -229,8 +230,10 @@ def build(meta: KernelMeta, source: str, workdir: Path, caps: Optional[DeviceCap
     marked = meta.target == "cuda" and any(f"hx.{name}(" in source for name in hx.MARKING)
     if os.environ.get("HALIDE_XPU_DUMP_STMT") or marked:
         outputs[hl.OutputFileType.stmt] = str(workdir / "kernel.stmt")
+    compile_only = _compile_to(outputs)
+
     def compile_fn(p: Any, args: list[Any], target: Any) -> None:
-        p.compile_to(outputs, args, FN_NAME, target)
+        compile_only(p, args, target)
         if meta.target == "opencl" and config.opencl_build_check:  # see opencl_build: a crash kills a child only
             src = workdir / device_binary.SOURCE_FILE
             if device_binary.save_source(workdir / "kernel.o", src):
@@ -248,7 +251,7 @@ def build(meta: KernelMeta, source: str, workdir: Path, caps: Optional[DeviceCap
         log.warning("halide_xpu: OpenCL kernel %s built for the host instead: %s", workdir.name, str(e)[-600:])
         stats.counters["opencl_host_fallbacks"] += 1
         host = dataclasses.replace(meta, halide_target=targets.host_target_of(meta.halide_target))
-        _, lines, name = compile_scheduled(host, source, compile_fn_host(outputs), targets.device_caps("host"))
+        _, lines, name = compile_scheduled(host, source, compile_only, targets.device_caps("host"))
     if marked and "fast_inverse" in (workdir / "kernel.stmt").read_text(errors="replace"):
         # Halide computed a marked value on the host (a loop-invariant one: kernel arguments are evaluated there),
         # where no PTX rewrite turns the mark into its meaning: x86's approximate reciprocal (bf16(0.0) became inf)

@@ -483,23 +483,13 @@ class HalideXpuKernel(HalideKernel):
         # for cuda/xpu the wrapper itself appends torch's current raw stream as the last argument
         if device.type == "xpu" and not _wrapper_calls_xpu_kernels():
             # torch <= 2.11 writes non-Triton GPU kernel calls for cuda only ("device xpu nyi"): same line by hand
-            try:
-                stream = wrapper.write_get_raw_stream(device.index, V.graph.name)
-            except TypeError:
-                stream = wrapper.write_get_raw_stream(device.index, V.graph)
-            wrapper.writeline(f"{name}.{name}({', '.join(call_args)}, c_void_p({stream}))")
+            wrapper.writeline(f"{name}.{name}({', '.join(call_args)}, c_void_p({_raw_stream(wrapper, device)}))")
         elif V.graph.cpp_wrapper and device.type != "cpu":
             # the call line written here: Inductor's GPU C++ wrapper writes non-Triton calls as members of its
             # kernel table in some torch versions (2.11: ``kernels.name(...)``, which our functions are not)
             from .cpp_wrapper import call_line
 
-            if V.graph.aot_mode:
-                stream = "stream"
-            else:
-                try:
-                    stream = wrapper.write_get_raw_stream(device.index, V.graph.name)
-                except TypeError:
-                    stream = wrapper.write_get_raw_stream(device.index, V.graph)
+            stream = "stream" if V.graph.aot_mode else _raw_stream(wrapper, device)
             wrapper.writeline(call_line(name, call_args, self.xpu_meta(), stream))
         elif V.graph.cpp_wrapper:
             from .cpp_wrapper import arg_types
@@ -508,6 +498,14 @@ class HalideXpuKernel(HalideKernel):
         else:
             wrapper.generate_kernel_call(name, call_args, device=device, triton=False)
         stats.record_kernel(name)
+
+
+def _raw_stream(wrapper: Any, device: torch.device) -> str:
+    """The wrapper's variable holding torch's current raw stream of ``device`` (written once per graph)."""
+    try:
+        return wrapper.write_get_raw_stream(device.index, V.graph.name)
+    except TypeError:  # torch <= 2.11 takes the graph
+        return wrapper.write_get_raw_stream(device.index, V.graph)
 
 
 @functools.lru_cache(maxsize=None)
