@@ -481,16 +481,16 @@ class HalideXpuKernel(HalideKernel):
         call_args = [f"{n}" for n, arg in self.halide_argdefs() if arg.alias_of is None]
         device = V.graph.get_current_device_or_throw()
         # for cuda/xpu the wrapper itself appends torch's current raw stream as the last argument
-        if device.type == "xpu" and not _wrapper_calls_xpu_kernels():
-            # torch <= 2.11 writes non-Triton GPU kernel calls for cuda only ("device xpu nyi"): same line by hand
-            wrapper.writeline(f"{name}.{name}({', '.join(call_args)}, c_void_p({_raw_stream(wrapper, device)}))")
-        elif V.graph.cpp_wrapper and device.type != "cpu":
+        if V.graph.cpp_wrapper and device.type != "cpu":
             # the call line written here: Inductor's GPU C++ wrapper writes non-Triton calls as members of its
             # kernel table in some torch versions (2.11: ``kernels.name(...)``, which our functions are not)
             from .cpp_wrapper import call_line
 
             stream = "stream" if V.graph.aot_mode else _raw_stream(wrapper, device)
             wrapper.writeline(call_line(name, call_args, self.xpu_meta(), stream))
+        elif device.type == "xpu" and not _wrapper_calls_xpu_kernels():
+            # torch <= 2.11 writes non-Triton GPU kernel calls for cuda only ("device xpu nyi"): same line by hand
+            wrapper.writeline(f"{name}.{name}({', '.join(call_args)}, c_void_p({_raw_stream(wrapper, device)}))")
         elif V.graph.cpp_wrapper:
             from .cpp_wrapper import arg_types
 
