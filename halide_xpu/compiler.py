@@ -94,7 +94,7 @@ def glue_source(meta: KernelMeta) -> str:
     """C++ entry ``hx_launch(pointers..., scalars..., [stream])`` that wraps raw pointers in halide_buffer_t."""
     params = []
     for a in meta.call_args:
-        params.append(f"{'int64_t' if a.dtype == 'int64' else 'int32_t'} {a.name}" if a.kind == "scalar" else f"void *{a.name}")
+        params.append(f"{a.c_type} {a.name}")
     names = [a.name for a in meta.call_args]
     in_place = meta.target in ("cuda", "sycl")  # device pointers used in place: never copied, never freed
     interface = "halide_cuda_device_interface()" if meta.target == "cuda" else "hx_usm_device_interface()"

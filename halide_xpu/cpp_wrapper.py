@@ -1,6 +1,7 @@
 """Inductor's C++ wrapper calling halide-xpu kernels: each kernel is a C function that loads its library once."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -153,15 +154,9 @@ def error_text(kernel: str, err: int) -> str:
     return f"halide_xpu kernel {kernel} failed (error {err}): {_explain(getattr(_errors, 'last', ''))}"
 
 
-def _c_type(arg: Any) -> str:
-    if arg.kind == "scalar":
-        return "int64_t" if arg.dtype == "int64" else "int32_t"
-    return "void*"
-
-
 def arg_types(meta: KernelMeta) -> list[str]:
     """C types of the wrapper's call arguments, in ``meta.call_args`` order (pointers as ``void*``)."""
-    return [_c_type(a) for a in meta.call_args]
+    return [a.c_type for a in meta.call_args]
 
 
 def call_line(kernel_name: str, call_args: list[Any], meta: KernelMeta, stream: str) -> str:
@@ -169,7 +164,7 @@ def call_line(kernel_name: str, call_args: list[Any], meta: KernelMeta, stream: 
     raw stream last."""
     from torch._inductor.codegen.cpp_utils import cexpr
 
-    args = [f"(void*)({a}.data_ptr())" if spec.is_buffer else f"({_c_type(spec)})({cexpr(a) if not isinstance(a, str) else a})"
+    args = [f"(void*)({a}.data_ptr())" if spec.is_buffer else f"({spec.c_type})({cexpr(a) if not isinstance(a, str) else a})"
             for a, spec in zip(call_args, meta.call_args)]
     return f"{kernel_name}({', '.join(args + [stream])});"
 
@@ -184,6 +179,12 @@ def unsupported(device_type: str, target: str, aot_mode: bool) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=None)
+def _digest(path: str, mtime_ns: int, size: int) -> str:  # noqa: ARG001 - the file's identity is the cache key
+    """A library file's content hash: the runtime is packaged with every kernel, hashed once."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
 def _packaged(library: str, aot_files: list[Any]) -> tuple[tuple[str, str], tuple[str, str]]:
     """Copies of the kernel library and of the Halide runtime under names unique in a package, added to the
     package's files; returns (runtime, kernel) as (file name, path) pairs."""
@@ -192,7 +193,8 @@ def _packaged(library: str, aot_files: list[Any]) -> tuple[tuple[str, str], tupl
 
     names = []
     for path, stem in ((runtime_library(), "hx_runtime"), (Path(library), "hx_kernel")):
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+        stat = path.stat()
+        digest = _digest(str(path), stat.st_mtime_ns, stat.st_size)
         copy = cache.cache_root() / "aoti" / f"{stem}_{digest}.hxlib"  # not .so: AOTInductor (2.11) packages one .so, the model
         if not copy.exists():
             copy.parent.mkdir(parents=True, exist_ok=True)
@@ -208,14 +210,14 @@ def _packaged(library: str, aot_files: list[Any]) -> tuple[tuple[str, str], tupl
 def kernel_definition(kernel_name: str, meta: KernelMeta, library: str, aot_files: list[Any] | None = None) -> str:
     """C++ function ``kernel_name(args...)`` for the wrapper's header: loads ``library`` on first use, then calls its
     ``hx_launch``; a failing kernel throws. ``aot_files``: AOTInductor's list of files to package (AOT mode)."""
-    params = [f"{_c_type(a)} {a.name}" for a in meta.call_args]
+    params = [f"{a.c_type} {a.name}" for a in meta.call_args]
     stream = []
     if meta.glue_takes_stream:  # GPU wrappers pass torch's raw stream last; the CPU sycl emulation has its queue
         stream = ["hx_current_queue()"] if meta.device_type == "cpu" else ["stream"]
         if meta.device_type != "cpu":
             params.append("void* stream")
     names = ", ".join([a.name for a in meta.call_args] + stream)
-    fn_type = f"int (*)({', '.join([_c_type(a) for a in meta.call_args] + (['void*'] if meta.glue_takes_stream else []))})"
+    fn_type = f"int (*)({', '.join(arg_types(meta) + (['void*'] if meta.glue_takes_stream else []))})"
     if aot_files is None:
         header, load = _HEADER, f"{json.dumps(_PREPARE.format(target=meta.target))}, {json.dumps(library)}"
     else:

@@ -42,6 +42,13 @@ class ArgSpec:
     def is_buffer(self) -> bool:
         return self.kind != "scalar"
 
+    @property
+    def c_type(self) -> str:
+        """Its C type in a kernel library's ``hx_launch`` (index scalars are 32-bit unless recorded as int64)."""
+        if self.kind == "scalar":
+            return "int64_t" if self.dtype == "int64" else "int32_t"
+        return "void*"
+
 
 @dataclasses.dataclass(frozen=True)
 class LoopVar:

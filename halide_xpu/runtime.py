@@ -22,6 +22,7 @@ _runtime: Optional[ctypes.CDLL] = None
 _runtime_path: Optional[Path] = None
 _errors = threading.local()
 _used_device_apis: set[str] = set()
+_CTYPES = {"int64_t": ctypes.c_int64, "int32_t": ctypes.c_int32, "void*": ctypes.c_void_p}  # ArgSpec.c_type
 
 
 class HalideKernelError(RuntimeError):
@@ -127,10 +128,7 @@ class KernelLauncher:
         self._lib = ctypes.CDLL(str(library))
         fn = self._lib.hx_launch
         fn.restype = ctypes.c_int
-        fn.argtypes = [
-            (ctypes.c_int64 if a.dtype == "int64" else ctypes.c_int32) if a.kind == "scalar" else ctypes.c_void_p
-            for a in meta.call_args
-        ] + ([ctypes.c_void_p] if meta.glue_takes_stream else [])
+        fn.argtypes = [_CTYPES[a.c_type] for a in meta.call_args] + ([ctypes.c_void_p] if meta.glue_takes_stream else [])
         self._fn = fn
         self._is_buffer = [a.is_buffer for a in meta.call_args] + ([False] if meta.takes_stream else [])
 
