@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional
 
 from . import cache, config, device_binary, schedule, stats
 from . import halide_helpers as hx
-from .meta import DTYPES, STORAGE_SUFFIX, ArgSpec, KernelMeta
+from .meta import DEVICE_CHECK_MESSAGES, DTYPES, STORAGE_SUFFIX, ArgSpec, KernelMeta
 from .runtime import KernelLauncher
 from .schedule.common import LOCAL_SLACK
 from .target import opencl_build, ptx, targets
@@ -23,6 +23,7 @@ from .target.targets import DeviceCaps
 log = logging.getLogger(__name__)
 
 FN_NAME = "hx_kernel"
+CHECK_FN_NAME = "hx_checks"  # the check pipeline (device checks), run before the kernel
 _memory: dict[str, KernelLauncher] = {}
 _memory_lock = threading.Lock()
 
@@ -103,6 +104,7 @@ def glue_source(meta: KernelMeta) -> str:
         params.append("void *stream")
         names.append("stream")
         call.append("stream")
+    check_call = list(call)
     if meta.target == "sycl":
         pointers = [a.name for a in meta.call_args if a.is_buffer]
         body.append(f"  void *hx_any = nullptr;  // zero-size tensors may have no storage: any USM pointer of the call")
@@ -117,6 +119,7 @@ def glue_source(meta: KernelMeta) -> str:
     for i, a in enumerate(meta.args):
         if a.kind == "scalar":
             call.append(a.name)
+            check_call.append(a.name)
             continue
         code, bits = meta.type_code_bits(a)
         size = DTYPES[a.dtype][3]
@@ -134,10 +137,16 @@ def glue_source(meta: KernelMeta) -> str:
         else:
             body.append(f"  hx_buffer(&b{i}, d{i}, {len(a.shape)}, {ptr}, {code}, {bits}, {flags});")
         call.append(f"&b{i}")
+        if a.kind != "out":
+            check_call.append(f"&b{i}")
     prelude = GLUE_PRELUDE + {"cuda": '#include "HalideRuntimeCuda.h"\n', "sycl": USM_DECLS}.get(meta.target, "")
+    if meta.error_word:
+        prelude += '#include "checks.h"\n'
     # hx_launch_n runs the pipeline n times on the same buffers (benchmarks: device-resident after the first)
     lines = [prelude, f'extern "C" int hx_launch_n({", ".join(params + ["int32_t hx_n"])}) {{', *body]
     lines.append("  int err = 0;")
+    if meta.error_word:
+        lines += _check_glue(check_call, "stream" if meta.glue_takes_stream else "nullptr")
     lines.append(f"  for (int32_t i = 0; i < hx_n && !err; i++) err = {FN_NAME}({', '.join(call)});")
     if meta.target == "sycl" and meta.device_type == "cpu":  # emulation: host code reads the results next
         lines.append("  if (!err) hx_usm_wait(stream);")
@@ -151,6 +160,23 @@ def glue_source(meta: KernelMeta) -> str:
     lines += ["  return err;", "}", "",
               f'extern "C" int hx_launch({", ".join(params)}) {{ return hx_launch_n({", ".join(names + ["1"])}); }}', ""]
     return "\n".join(lines)
+
+
+def _check_glue(call: list[str], user_context: str) -> list[str]:
+    """Glue lines that run the check pipeline (``meta.error_word``) before the kernel and fail the call, with the
+    failed check's message through Halide's error handler, when its error word is not 0."""
+    messages = " ".join(f'case {code}: halide_error({user_context}, "{text}\\n"); break;'
+                        for code, text in DEVICE_CHECK_MESSAGES.items())
+    return [
+        "  int32_t hx_word = 0;",
+        "  halide_dimension_t d_word[1] = {{0, 1, 1, 0}};",
+        "  halide_buffer_t b_word;",
+        "  hx_buffer(&b_word, d_word, 1, &hx_word, 0, 32, 0);",
+        f"  err = {CHECK_FN_NAME}({', '.join([*call, '&b_word'])});",
+        f"  if (!err && b_word.device) err = halide_copy_to_host({user_context}, &b_word);",
+        f"  if (b_word.device) halide_device_free({user_context}, &b_word);",
+        f"  if (!err && hx_word) {{ switch (hx_word) {{ {messages} }} err = halide_error_code_generic_error; }}",
+    ]
 
 
 def _redefine_symbols(obj: Path, renames: dict[str, str]) -> None:
@@ -214,6 +240,26 @@ def compile_scheduled(
     return result, lines, name
 
 
+def _build_checks(meta: KernelMeta, source: str, workdir: Path) -> tuple[Path, list[str]]:
+    """The kernel's check pipeline (``meta.error_word``): a second run of its algorithm whose one output is
+    ``hx_error``, so its Funcs are unscheduled copies (the kernel's schedule may compute an index inside its own
+    loops); entry ``CHECK_FN_NAME``, same arguments as the kernel minus its outputs. Returns (object, schedule)."""
+    import halide as hl
+
+    ns: dict[str, Any] = {}
+    exec(compile(source, "<halide_xpu kernel checks>", "exec"), ns)
+    with hx.building_for(meta.target):
+        funcs = ns["algorithm"]()
+    target = hl.Target(meta.halide_target)
+    lines = schedule.schedule_error_word(funcs["hx_error"], funcs["hx_error_checks"], target.has_gpu_feature())
+    arguments = [hl.Argument(funcs.get(a.name + STORAGE_SUFFIX, funcs[a.name])) for a in meta.args if a.kind != "out"]
+    obj = workdir / "checks.o"
+    outputs = {hl.OutputFileType.object: str(obj), hl.OutputFileType.c_header: str(workdir / "checks.h")}
+    hl.Pipeline([funcs["hx_error"]]).compile_to(outputs, arguments, CHECK_FN_NAME, target)
+    stats.counters["halide_compiles"] += 1
+    return obj, lines
+
+
 def _compile_to(outputs: dict[Any, str]) -> Callable[[Any, list[Any], Any], None]:
     """``compile_scheduled``'s compile step: the pipeline's ``outputs`` files, entry ``FN_NAME``."""
     return lambda p, args, target: p.compile_to(outputs, args, FN_NAME, target)
@@ -242,6 +288,7 @@ def build(meta: KernelMeta, source: str, workdir: Path, caps: Optional[DeviceCap
                     stats.counters["opencl_build_rejects"] += 1
                     raise schedule.NotApplicable(why)
 
+    built = meta
     try:
         _, lines, name = compile_scheduled(meta, source, compile_fn, caps)
     except RuntimeError as e:
@@ -250,8 +297,13 @@ def build(meta: KernelMeta, source: str, workdir: Path, caps: Optional[DeviceCap
         # no variant the OpenCL compiler takes: the kernel runs on the host (same glue: host pointers)
         log.warning("halide_xpu: OpenCL kernel %s built for the host instead: %s", workdir.name, str(e)[-600:])
         stats.counters["opencl_host_fallbacks"] += 1
-        host = dataclasses.replace(meta, halide_target=targets.host_target_of(meta.halide_target))
-        _, lines, name = compile_scheduled(host, source, compile_only, targets.device_caps("host"))
+        built = dataclasses.replace(meta, halide_target=targets.host_target_of(meta.halide_target))
+        _, lines, name = compile_scheduled(built, source, compile_only, targets.device_caps("host"))
+    objects = [workdir / "kernel.o"]
+    if meta.error_word:
+        obj, check_lines = _build_checks(built, source, workdir)
+        objects.append(obj)
+        lines += ["# check pipeline (device checks: the error word read after the launch)", *check_lines]
     if marked and "fast_inverse" in (workdir / "kernel.stmt").read_text(errors="replace"):
         # Halide computed a marked value on the host (a loop-invariant one: kernel arguments are evaluated there),
         # where no PTX rewrite turns the mark into its meaning: x86's approximate reciprocal (bf16(0.0) became inf)
@@ -259,11 +311,13 @@ def build(meta: KernelMeta, source: str, workdir: Path, caps: Optional[DeviceCap
         _, lines, name = compile_scheduled(meta, source, compile_fn, caps, marked=False)
     glue = glue_source(meta)
     if meta.target == "sycl":  # the OpenCL target's device calls go to the USM runtime (usm.py)
-        _redefine_symbols(workdir / "kernel.o", USM_RENAMES)
+        for obj in objects:
+            _redefine_symbols(obj, USM_RENAMES)
         device_binary.save_source(workdir / "kernel.o", workdir / device_binary.SOURCE_FILE)
     if meta.target in LAUNCH_RENAMES:  # room for Halide's shared-memory padding (LOCAL_SLACK)
         real = LAUNCH_RENAMES[meta.target]
-        _redefine_symbols(workdir / "kernel.o", {real: f"hx_{meta.target}_run"})
+        for obj in objects:
+            _redefine_symbols(obj, {real: f"hx_{meta.target}_run"})
         glue += LAUNCH_WRAPPER.format(real=real, api=meta.target, slack=LOCAL_SLACK)
     if meta.target == "cuda":
         if marked:
@@ -276,7 +330,7 @@ def build(meta: KernelMeta, source: str, workdir: Path, caps: Optional[DeviceCap
     (workdir / "schedule.txt").write_text("\n".join(lines) + "\n")
     subprocess.run(
         ["c++", "-O2", "-fPIC", "-shared", "-std=c++17", f"-I{halide_include_dir()}", f"-I{workdir}",
-         str(workdir / "glue.cpp"), str(workdir / "kernel.o"), "-o", str(workdir / cache.LIBRARY)],
+         str(workdir / "glue.cpp"), *map(str, objects), "-o", str(workdir / cache.LIBRARY)],
         check=True,
         capture_output=True,
         text=True,

@@ -107,6 +107,10 @@ _KNOBS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     # Off by default: HF Llama's fp32 training step on the H100 came out wrong with it (relative error 0.44, 1.7e-6
     # without; the division rewrite alone is not the cause, the exp expansion is not yet root-caused)
     "cuda_fast_math": (_bool, False),
+    # device kernels on CPU and XPU tensors check indirect/computed indices and integer divisors as eager does,
+    # through an error word computed before the kernel and read back after it (kernel.device_check): off, such a
+    # kernel reads a clamped index and divides by zero as Halide defines it, silently
+    "device_checks": (_bool, True),
     "schedule_overrides": (_overrides, {}),
     # how the sycl target's kernels reach the device (device_binary.py): OpenCL C source built at first launch, or
     # SPIR-V / native binaries built ahead of launch in child processes and cached on disk
@@ -199,6 +203,7 @@ scheduler: str
 fallback: bool
 asserts: bool
 cuda_fast_math: bool
+device_checks: bool
 cache_dir: str
 device_binary: str
 schedule_overrides: dict[str, int]

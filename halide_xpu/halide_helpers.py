@@ -199,6 +199,12 @@ def _divide(a: object, b: object, rounding: str) -> hl.Expr:
     return hl.select((a < 0) & (r != 0), q + hl.select(b < 0, hl.cast(q.type(), -1), hl.cast(q.type(), 1)), q)
 
 
+def nonzero_divisor(b: object, a: object) -> hl.Expr:
+    """A device check's condition (overrides._checks_divisor): ``b != 0`` where ``a / b`` is an integer division."""
+    a, b = _unify(a, b)
+    return b != hl.cast(b.type(), 0) if _is_int(a) else hl.cast(hl.Bool(), 1)
+
+
 def floordiv(a: object, b: object) -> hl.Expr:
     """Python/torch floor division (floats: torch's rounding, ``ieee_math.floordiv``)."""
     return _divide(a, b, "floor")

@@ -20,7 +20,7 @@ from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
 
 from . import config, stats
-from .meta import STORAGE_SUFFIX, ArgSpec, KernelMeta, LoopVar
+from .meta import DEVICE_CHECK_INDEX, STORAGE_SUFFIX, ArgSpec, KernelMeta, LoopVar
 from .overrides import HalideXpuOverrides
 from .schedule import default_spec
 from .target import targets
@@ -89,13 +89,17 @@ class HalideXpuKernel(HalideKernel):
         self.partial_outputs: set[str] = set()  # output args whose other elements keep their contents
         self.ordered_outputs: set[str] = set()  # outputs whose stores must run in loop order (the last write wins)
         self._pending_checks: list[tuple[Any, str, Any]] = []  # (index, size, load mask) of checks not yet attached
+        self.device_checks: list[Any] = []  # Funcs ``select(ok, 0, code)`` reduced into the error word (device_check)
 
     def check_bounds(self, expr: Any, size: Any, lower: bool, upper: bool) -> None:  # type: ignore[override]
         """An index Inductor computed from loop variables (index propagation: ``embedding(arange(3) - 1)``) that it
         could not prove in range: on the host target the next load (or store) of the kernel requires it in
         ``[0, size)``, so an out-of-range index raises as in eager and Inductor's C++ instead of reading outside the
-        buffer. Indirect indices (loaded values) are checked by ``halide_clamp``; device kernels cannot raise."""
-        if not (lower or upper) or self.target_name() != "host" or free_symbol_is_type(expr, SymT.TMP):
+        buffer; device kernels record it as a device check (``device_check``). Indirect indices (loaded values)
+        are checked by ``halide_clamp``."""
+        if not (lower or upper) or free_symbol_is_type(expr, SymT.TMP):
+            return
+        if self.target_name() != "host" and not self.device_checks_enabled():
             return
         from torch._inductor.virtualized import ops
 
@@ -115,9 +119,28 @@ class HalideXpuKernel(HalideKernel):
             ok = f"({index} >= 0) & ({index} < hl.cast({index.name}.type(), {size}))"
             if mask is not None:
                 ok = f"hl.select({mask}, {ok}, hl.cast(hl.Bool(), 1))"
+            if self.target_name() != "host":  # over the index's (and mask's) dims only, not the value's
+                self.device_check(ok, (*index.used_dims, *mask_dims), DEVICE_CHECK_INDEX)
+                continue
             self.body.writeline(f"{result} = hl.require({ok}, {value}, {index}, hl.Expr(-1), {size})")
             value = result
         return value
+
+    def device_checks_enabled(self) -> bool:
+        """Whether this device kernel checks its indices and integer divisors (``config.device_checks``): on CPU
+        tensors (the opencl and sycl targets) and XPU tensors, where eager raises. CUDA is left out: eager CUDA
+        asserts asynchronously, and the error word's read-back would break CUDA graph capture."""
+        if self.target_name() == "host" or not config.device_checks:
+            return False
+        return V.graph.get_current_device_or_throw().type in ("cpu", "xpu")
+
+    def device_check(self, ok: str, dims: Any, code: int) -> None:
+        """Device kernels cannot raise: a Func ``select(ok, 0, code)`` over ``dims`` that the kernel's check pipeline
+        (``hx_error`` in the source, built and launched before the kernel by compiler.py) reduces into an error
+        word; the glue reads it back and fails the call with ``code``'s message (meta.DEVICE_CHECK_MESSAGES)."""
+        check = self.newfunc(self.sort_used_dims(OrderedSet(dims or ())))
+        self.body.writeline(f"{check} = hl.select({ok}, hl.cast(hl.Int(32), 0), hl.cast(hl.Int(32), {code}))")
+        self.device_checks.append(check)
 
     def store(self, name: str, index: Any, value: Any, mode: Any = None) -> None:  # type: ignore[override]
         """Upstream leaves an indirect or accumulating store's other elements undefined (``hl.undef``): the output
@@ -391,6 +414,7 @@ class HalideXpuKernel(HalideKernel):
             snapshots=self._snapshots(args),
             inplace=self._inplace(),
             ordered_stores=tuple(sorted(self.ordered_outputs)),
+            error_word=bool(self.device_checks),
         )
 
     def _inplace(self) -> tuple[str, ...]:
@@ -461,6 +485,7 @@ class HalideXpuKernel(HalideKernel):
                 elif bf16_bits and isinstance(line, DeferredLine):
                     line = line._new_line(_bf16_as_bits(line.line))
                 code.writeline(line)
+            self._codegen_error_word(code)
             code.writeline("# buffer layouts (min, extent, stride per dimension, innermost first)")
             for _, arg in argdefs:
                 if isinstance(arg, SizeArg):
@@ -474,6 +499,28 @@ class HalideXpuKernel(HalideKernel):
                     code.writeline(f"{buf}.dim({i}).set_bounds(0, {size}).set_stride({stride})")
             code.writeline("return locals()")
         return code.getvalue()
+
+    def _codegen_error_word(self, code: IndentedBuffer) -> None:
+        """``hx_error``: 0, then the largest code of every device check over its domain (only where one fails: the
+        RDom's ``where``), the one output of the kernel's check pipeline (compiler.build)."""
+        if not self.device_checks:
+            return
+        code.writeline("# device checks: the error word the glue reads back (HalideXpuKernel.device_check)")
+        code.writeline("hx_error = hl.Func(hl.Int(32), 1, 'hx_error')")
+        code.writeline("hx_error[hl.Var('hx_e')] = hl.cast(hl.Int(32), 0)")
+        code.writeline(f"hx_error_checks = [{', '.join(c.name for c in self.device_checks)}]")
+        for i, check in enumerate(self.device_checks):
+            dims = list(check.used_dims or ())
+            if not dims:
+                code.writeline(f"hx_error[0] = hl.max(hx_error[0], {check.name}[()])")
+                continue
+            extents = [self.kexpr(self.rename_indexing(self.halide_vars[d])) for d in dims]
+            ranges = ", ".join(f"hl.Range(0, {e})" for e in extents)
+            # clamped: Halide 21's bounds inference of a GuardWithIf-split RVar takes the whole last tile (see load)
+            point = f"{check.name}[{', '.join(f'hl.clamp(hx_check{i}[{j}], 0, ({e}) - 1)' for j, e in enumerate(extents))}]"
+            code.writeline(f"hx_check{i} = hl.RDom([{ranges}])")
+            code.writeline(f"hx_check{i}.where({point} != 0)")
+            code.writeline(f"hx_error[0] = hl.max(hx_error[0], {point})")
 
     # ---------------------------------------------------------------- call
     def call_kernel(self, name: str, node: Any = None, deallocate_ws: bool = True) -> None:

@@ -25,6 +25,15 @@ DTYPES: dict[str, tuple[int, int, str, int]] = {
 }
 
 
+# codes of a device kernel's error word (kernel.device_check) and the error each raises, as eager does on CPU
+DEVICE_CHECK_INDEX = 1
+DEVICE_CHECK_DIVISOR = 2
+DEVICE_CHECK_MESSAGES = {
+    DEVICE_CHECK_INDEX: "index out of bounds: a device kernel's indirect or computed index is outside its buffer",
+    DEVICE_CHECK_DIVISOR: "ZeroDivisionError: integer division by zero in a device kernel",
+}
+
+
 @dataclasses.dataclass(frozen=True)
 class ArgSpec:
     """One kernel argument: a tensor (``in``/``out``) or an index scalar (``scalar``)."""
@@ -100,6 +109,7 @@ class KernelMeta:
     snapshots: tuple[str, ...] = ()  # inputs that an output overwrites while other output loops still read them
     inplace: tuple[str, ...] = ()  # inputs an output writes (the same buffer): no output point may be computed twice
     ordered_stores: tuple[str, ...] = ()  # outputs whose indirect stores write an element several times, last wins
+    error_word: bool = False  # device checks: a check pipeline computes an error word before the kernel runs
 
     @property
     def takes_stream(self) -> bool:

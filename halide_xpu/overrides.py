@@ -8,6 +8,8 @@ from typing import Any
 import torch
 from torch._inductor.codegen.halide import HalideOverrides, Unsupported, halide_type
 
+from .meta import DEVICE_CHECK_DIVISOR, DEVICE_CHECK_INDEX
+
 
 def _float_operand(*xs: Any) -> bool:
     """Whether some operand is known to be floating point (then Halide's operators mean what torch's do)."""
@@ -51,6 +53,23 @@ def _int_semantics(name: str, plain: str) -> Any:
     return staticmethod(op)
 
 
+def _checks_divisor(op: Any) -> Any:
+    """``op(a, b)`` (a division or remainder) that, in a device kernel, records the device check ``b != 0`` for
+    integer operands (eager raises ZeroDivisionError; the host target requires it in ``halide_helpers._divide``)."""
+    fn = op.__func__ if isinstance(op, staticmethod) else op
+
+    def checked(a: Any, b: Any) -> str:
+        from torch._inductor.virtualized import V
+
+        kernel = V.kernel
+        if not _float_operand(a, b) and getattr(kernel, "device_checks_enabled", lambda: False)():
+            dims = [*(getattr(a, "used_dims", None) or ()), *(getattr(b, "used_dims", None) or ())]
+            kernel.device_check(f"hx.nonzero_divisor({b}, {a})", dims, DEVICE_CHECK_DIVISOR)
+        return fn(a, b)
+
+    return staticmethod(checked)
+
+
 def _require_fp64(what: str) -> None:
     """Special functions compute in float64: a device without it falls back (logged by the scheduling)."""
     from torch._inductor.virtualized import V
@@ -80,9 +99,9 @@ class HalideXpuOverrides(HalideOverrides):
     sub = _int_semantics("sub", "{} - {}")
     mul = _int_semantics("mul", "{} * {}")
     neg = staticmethod(lambda x: f"hx.neg({x})")  # floats by the sign bit (Halide's -x gives +0.0 for +0.0)
-    floordiv = staticmethod(lambda a, b: f"hx.floordiv({a}, {b})")  # torch's float rounding too (ieee_math)
-    truncdiv = _int_semantics("truncdiv", "hl.trunc({} / {})")
-    mod = _int_semantics("mod", "hx.mod({}, {})")  # Inductor's mod is C's remainder (Halide's % is Euclidean)
+    floordiv = _checks_divisor(staticmethod(lambda a, b: f"hx.floordiv({a}, {b})"))  # torch's float rounding too
+    truncdiv = _checks_divisor(_int_semantics("truncdiv", "hl.trunc({} / {})"))
+    mod = _checks_divisor(_int_semantics("mod", "hx.mod({}, {})"))  # C's remainder (Halide's % is Euclidean)
 
     @classmethod
     def constant(cls, value: Any, dtype: torch.dtype) -> str:
@@ -108,17 +127,20 @@ class HalideXpuOverrides(HalideOverrides):
     def halide_clamp(cls, value: Any, size: Any, check: bool) -> str:
         """Indirect indices are clamped into the buffer (upstream); on the host target an index Inductor asks to
         check (``check=True``: embedding, gather) that is out of range raises, as eager and Inductor's C++ do.
-        Device kernels cannot raise: they keep the clamp."""
+        Device kernels cannot raise: they keep the clamp, and record a device check (``HalideXpuKernel.device_check``)."""
         from torch._inductor.virtualized import V
 
         clamped = super().halide_clamp(value, size, check)
         end = V.kernel.kexpr(V.kernel.rename_indexing(size) - 1)
+        end = f"hl.cast({value.name}.type(), {end})"
         if getattr(V.kernel, "target_name", lambda: "")() != "host":
             V.kernel.indirect_indices = True  # see HalideXpuKernel.halide_target
+            if check and V.kernel.device_checks_enabled():
+                ok = f"({value} >= 0) & ({value} <= {end})"
+                V.kernel.device_check(ok, getattr(value, "used_dims", None), DEVICE_CHECK_INDEX)
             return clamped
         if not check:
             return clamped
-        end = f"hl.cast({value.name}.type(), {end})"
         return f"hl.require(({value} >= 0) & ({value} <= {end}), {clamped}, {value}, hl.Expr(-1), {end} + 1)"
 
     @staticmethod
@@ -137,9 +159,7 @@ class HalideXpuOverrides(HalideOverrides):
             return f"hx.pow({a}, {b})"
         return f"hl.pow({a}, {b})"
 
-    @staticmethod
-    def fmod(a: Any, b: Any) -> str:  # type: ignore[override]
-        return f"hx.mod({a}, {b})"
+    fmod = _checks_divisor(staticmethod(lambda a, b: f"hx.mod({a}, {b})"))
 
     @staticmethod
     def hypot(x: Any, y: Any) -> str:  # type: ignore[override]

@@ -70,12 +70,11 @@ def test_integer_division_by_zero_raises_on_host(monkeypatch: pytest.MonkeyPatch
     torch.testing.assert_close(compiled(a, b), fn(a, b))
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: device kernels cannot raise; integer x // 0 gives 0 and x % 0 "
-                                       "gives x (Halide's definition) where eager on CPU tensors raises")
 @pytest.mark.parametrize("op", ["fmod", "floor_divide"])
 def test_integer_division_by_zero_on_device_targets(target: str, op: str) -> None:
-    """The opencl and sycl targets run on CPU tensors, where eager raises ZeroDivisionError; ours silently computes
-    Halide's values (0 for the quotient, ``a`` for the remainder). Strict xfail: it passes once they raise."""
+    """The opencl and sycl targets run on CPU tensors, where eager raises ZeroDivisionError: the kernel's device
+    check (an error word computed before it, read back after) fails the call; Halide's own values (0 for the
+    quotient, ``a`` for the remainder) came back silently before. A valid divisor gives eager's values."""
     if target in ("host", "cuda"):
         pytest.skip("host raises (test above); CUDA eager has no error to match")
     fn = {"fmod": torch.fmod, "floor_divide": torch.floor_divide}[op]
@@ -83,5 +82,9 @@ def test_integer_division_by_zero_on_device_targets(target: str, op: str) -> Non
     b = torch.tensor([3, -5, 0, 7, 1, -1, 2, 9], dtype=torch.int32)
     a, b = on_target((a, b))
     compiled = torch.compile(fn, fullgraph=True)
-    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
-        compiled(a, b)  # eager raises here; ours returns Halide's values
+    from halide_xpu.runtime import HalideKernelError
+
+    with pytest.raises(HalideKernelError, match="ZeroDivisionError"):  # raised by our kernel, not a fallback
+        compiled(a, b)
+    b[2] = 4
+    torch.testing.assert_close(compiled(a, b), fn(a, b))

@@ -358,17 +358,23 @@ def test_out_of_range_embedding_raises_on_host(monkeypatch: pytest.MonkeyPatch) 
 
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: on device targets an index Inductor computed from loop variables "
-                                       "and could not prove in range is not checked (read outside the weight)")
 def test_out_of_range_computed_index_on_device_targets(target: str) -> None:
-    """``embedding(arange(3) - 1)`` raises on the host (test above); the opencl and sycl kernels read one row before
-    the weight (garbage, no error). Strict xfail: it passes once device targets raise."""
+    """``embedding(arange(3) - 1)`` and an out-of-range loaded index raise on the host (test above) and on the
+    opencl and sycl targets through the kernel's device check (they read a clamped row, silently, before); valid
+    indices still give eager's values."""
     if target in ("host", "cuda"):
         pytest.skip("host raises (test above); CUDA not compared here")
     weight = on_target(torch.arange(10.0).reshape(5, 2))
     compiled = torch.compile(lambda w: F.embedding(torch.arange(3) - 1, w), fullgraph=True)
-    with pytest.raises(Exception, match="index out of bounds|IndexError|out of range"):
+    from halide_xpu.runtime import HalideKernelError
+
+    with pytest.raises(HalideKernelError, match="index out of bounds"):
         compiled(weight)  # eager raises IndexError here
+    loaded = torch.compile(lambda i, w: F.embedding(i, w) * 2, fullgraph=True)
+    torch.testing.assert_close(loaded(on_target(torch.tensor([0, 2, 4])), weight), weight[[0, 2, 4]] * 2)
+    for bad in (-1, 5):
+        with pytest.raises(HalideKernelError, match="index out of bounds"):
+            loaded(on_target(torch.tensor([2, bad, 4])), weight)
 
 def test_dynamic_ceil_division_and_symbolic_modulus(target: str) -> None:
     """Dynamic shapes whose sizes hold ``ceil(a / b)`` (a "same" padding) and whose index is ``... % s**2`` (flip of

@@ -8,6 +8,7 @@ from .. import config
 from ..meta import STORAGE_SUFFIX, KernelMeta, LoopVar, ScheduleSpec
 from ..target.targets import DeviceCaps
 from . import pointwise, reduction
+from .updates import schedule_error_word  # noqa: F401  (compiler.py: the check pipeline)
 import halide as hl
 
 from .common import GUARD, NotApplicable, Plan, Recorder, fuse_all, separate_local_widths, total

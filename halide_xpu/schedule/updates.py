@@ -7,7 +7,7 @@ from typing import Any, Optional
 import halide as hl
 
 from ..meta import ScheduleSpec
-from .common import GUARD, Plan, Recorder, pow2_floor, total
+from .common import GUARD, Plan, Recorder, fuse_all, pow2_floor, total
 
 # the host splits an update's parallel loop into tasks of at least this many points
 HOST_MIN_TASK = 4096
@@ -74,3 +74,47 @@ def _dom_extents(plan: Plan, count: int) -> list[Optional[int]]:
     outer = [v.static_extent for v in plan.meta.loop_vars if not v.reduction]
     every = [v.static_extent for v in plan.meta.loop_vars]
     return outer if len(outer) == count else every if len(every) == count else [None] * count
+
+
+def schedule_error_word(err: hl.Func, checks: list[hl.Func], gpu: bool) -> list[str]:
+    """The check pipeline's ``hx_error`` (kernel.device_check): each check Func computed over its domain first (in
+    the RDom's ``where`` it would be inlined, and Halide's bounds solver takes minutes on a deep index such as max
+    pooling's argmax offset); the error word's 0 in one work-item, each update over its check's domain fused and
+    tiled into work-groups, an atomic max that only failing points run."""
+    rec = Recorder()
+    for check in checks:
+        args = list(check.args())
+        rec(check, check.name(), "compute_root")
+        if not args:
+            if gpu:
+                rec(check, check.name(), "gpu_single_thread")
+            continue
+        x = fuse_all(rec, check, args, check.name(), f"{check.name()}_c") if len(args) > 1 else args[0]
+        outer, inner = hl.Var(f"{check.name()}_wg"), hl.Var(f"{check.name()}_wi")
+        if gpu:
+            rec(check, check.name(), "gpu_tile", x, outer, inner, 256, GUARD)
+        else:
+            rec(check, check.name(), "split", x, outer, inner, HOST_MIN_TASK, GUARD)
+            rec(check, check.name(), "parallel", outer)
+    rec(err, "hx_error", "compute_root")
+    if gpu:
+        rec(err, "hx_error", "gpu_single_thread")
+    for i in range(err.num_update_definitions()):
+        stage, lbl = err.update(i), f"hx_error.update({i})"
+        rvars = list(err.rvars(i))
+        if not rvars:
+            rec(stage, lbl, "gpu_single_thread" if gpu else "unscheduled")
+            continue
+        rec(stage, lbl, "atomic", True)
+        fused = rvars[0]
+        for j, r in enumerate(rvars[1:]):
+            new = hl.RVar(f"hx_error_u{i}_f{j}")
+            rec(stage, lbl, "fuse", fused, r, new)
+            fused = new
+        outer, inner = hl.RVar(f"hx_error_u{i}_wg"), hl.RVar(f"hx_error_u{i}_wi")
+        if gpu:
+            rec(stage, lbl, "gpu_tile", fused, outer, inner, 256, GUARD)
+        else:
+            rec(stage, lbl, "split", fused, outer, inner, HOST_MIN_TASK, GUARD)
+            rec(stage, lbl, "parallel", outer)
+    return rec.lines

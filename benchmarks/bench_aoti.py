@@ -1,0 +1,128 @@
+"""Step time of a model deployed through AOTInductor vs the same model through torch.compile, on the host target.
+
+A small transformer-style block (embedding gather, LayerNorm, GELU MLP, residual, softmax over the vocabulary
+projection) is run by: eager; torch.compile with Inductor's C++ backend (the anchor); torch.compile with halide-xpu
+(Python and C++ wrapper); AOTInductor packages of both backends, loaded with ``aoti_load_package``. Every variant's
+output is compared with eager first. Results: ``<out>/aoti.json`` + ``aoti.md``.
+    python3 benchmarks/bench_aoti.py                 # CPU, halide-xpu host target
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+
+import halide_xpu
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_cpu import per_call_us  # noqa: E402
+
+
+class Block(torch.nn.Module):
+    """Embedding + LayerNorm + GELU MLP + residual + vocabulary softmax: gathers, row reductions, pointwise."""
+
+    def __init__(self, vocab: int = 512, dim: int = 128) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(vocab, dim)
+        self.norm = torch.nn.LayerNorm(dim)
+        self.up, self.down = torch.nn.Linear(dim, 4 * dim), torch.nn.Linear(4 * dim, dim)
+        self.head = torch.nn.Linear(dim, vocab)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        h = self.emb(tokens)
+        h = h + self.down(F.gelu(self.up(self.norm(h))))
+        return torch.softmax(self.head(h), -1)
+
+
+def _compiled(model: torch.nn.Module, backend: str, cpp_wrapper: bool, tokens: torch.Tensor) -> Callable[..., Any]:
+    """``torch.compile(model)`` compiled (on its first call) under ``backend``'s Inductor configuration."""
+    torch._dynamo.reset()
+    fn = torch.compile(model, fullgraph=True)
+    with torch._inductor.config.patch({"cpu_backend": backend, "cpp_wrapper": cpp_wrapper, "fx_graph_cache": False}):
+        fn(tokens)
+    return fn
+
+
+def _aoti(model: torch.nn.Module, backend: str, tokens: torch.Tensor, folder: Path) -> Callable[..., Any]:
+    ep = torch.export.export(model, (tokens,))
+    with torch._inductor.config.patch({"cpu_backend": backend}):
+        path = torch._inductor.aoti_compile_and_package(ep, package_path=str(folder / f"{backend}.pt2"))
+    return torch._inductor.aoti_load_package(path)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--seq", type=int, default=64)
+    ap.add_argument("--min-time", type=float, default=1.0)
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "cpu"))
+    args = ap.parse_args()
+    halide_xpu.config.cpu_target = "host"  # AOTInductor packages host kernels (opencl/sycl fall back, logged)
+    torch.manual_seed(0)
+    model = Block().eval()
+    tokens = torch.randint(0, 512, (args.batch, args.seq))
+    with torch.no_grad():
+        expected = model(tokens)
+        rows: list[dict[str, Any]] = []
+        with tempfile.TemporaryDirectory() as tmp:
+            variants: list[tuple[str, str, Callable[[], Callable[..., Any]]]] = [
+                ("eager", "—", lambda: model),
+                ("Inductor C++", "torch.compile", lambda: _compiled(model, "cpp", False, tokens)),
+                ("halide-xpu host", "torch.compile", lambda: _compiled(model, "halide_xpu", False, tokens)),
+                ("halide-xpu host", "torch.compile, cpp_wrapper", lambda: _compiled(model, "halide_xpu", True, tokens)),
+                ("Inductor C++", "AOTInductor", lambda: _aoti(model, "cpp", tokens, Path(tmp))),
+                ("halide-xpu host", "AOTInductor", lambda: _aoti(model, "halide_xpu", tokens, Path(tmp))),
+            ]
+            for backend, how, make in variants:
+                row: dict[str, Any] = {"backend": backend, "deployment": how}
+                try:
+                    halide_xpu.stats.reset()
+                    fn = make()
+                    torch.testing.assert_close(fn(tokens), expected, rtol=1e-4, atol=1e-5)
+                    if backend.startswith("halide"):
+                        assert halide_xpu.stats.counters["kernels_generated"] > 0 and not halide_xpu.stats.fallbacks, (
+                            halide_xpu.stats.counters, halide_xpu.stats.fallbacks)
+                    row["step_us"] = per_call_us(lambda: fn(tokens), args.min_time)
+                except Exception as e:  # one variant failing must not lose the others' numbers
+                    row["error"] = f"{type(e).__name__}: {e}"[:300]
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    anchor = next((r["step_us"] for r in rows if r["backend"] == "Inductor C++" and r["deployment"] == "torch.compile"
+                   and "step_us" in r), None)
+    for r in rows:
+        if anchor and "step_us" in r:
+            r["vs_anchor"] = r["step_us"] / anchor
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "commit": commit,
+            "device": platform.processor() or platform.machine(), "torch": torch.__version__,
+            "batch": args.batch, "seq": args.seq}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "aoti.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    lines = [f"# AOTInductor vs torch.compile step time ({meta['device']}, {meta['date']}, commit {commit}, "
+             f"torch {torch.__version__})", "",
+             f"`Block` inference on {args.batch}×{args.seq} tokens (embedding, LayerNorm, GELU MLP, vocabulary softmax); "
+             "best of 7 batches. Ratio against torch.compile with Inductor's C++ backend, measured in the same run.", "",
+             "| backend | deployment | step µs | vs Inductor C++ torch.compile |", "|---|---|---|---|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['backend']} | {r['deployment']} | error: {r['error'][:100]} | |")
+        else:
+            ratio = f"{r['vs_anchor']:.2f}×" if "vs_anchor" in r else "—"
+            lines.append(f"| {r['backend']} | {r['deployment']} | {r['step_us']:.1f} | {ratio} |")
+    (out / "aoti.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
