@@ -110,8 +110,18 @@ def _patch_scheduler(module: Any) -> None:
             return None  # Halide kernels do not index with modulus
         return expand_dim(self, node1, node2)
 
+    create_backend = cls.create_backend
+
+    def patched_create_backend(self: Any, device: Any) -> Any:
+        # the device registry may have been replaced since import (a test restoring upstream's entries, torch 2.11
+        # GPUTests: "KeyError: 'halide_xpu'" from upstream's cuda lookup): wrap it again before dispatching
+        if uses_halide_xpu(device.type):
+            register_backends()
+        return create_backend(self, device)
+
     cls.merge_loops = patched_merge_loops
     cls.get_expand_dim_for_pointwise_nodes = patched_expand_dim
+    cls.create_backend = patched_create_backend
     cls.halide_xpu_patched = True
 
 

@@ -41,6 +41,24 @@ def test_backend_knobs_route_schedulings() -> None:
         assert not uses_halide_xpu("cpu")  # upstream's halide keeps its meaning
 
 
+def test_registry_replaced_after_import_still_dispatches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A device registry entry replaced by upstream's after import (a test restoring saved entries: torch 2.11's
+    GPUTests raised "KeyError: 'halide_xpu'" from upstream's cuda lookup) is wrapped again when a backend is made."""
+    import dataclasses
+
+    from torch._inductor.codegen import common
+    from torch._inductor.codegen.cpp import CppScheduling
+    from torch._inductor.utils import run_and_get_code
+
+    common.init_backend_registration()
+    monkeypatch.setitem(common.device_codegens, "cpu", dataclasses.replace(common.device_codegens["cpu"],
+                                                                           scheduling=CppScheduling))
+    monkeypatch.setattr(torch._inductor.config, "cpu_backend", "halide_xpu")
+    torch._dynamo.reset()
+    _, codes = run_and_get_code(torch.compile(lambda x: x.sin() + 1), torch.randn(8))
+    assert "halide_xpu_kernel" in codes[0] and "cpp_fused" not in codes[0]
+
+
 def test_triton_default_for_xpu_dispatches_upstream() -> None:
     from torch._inductor.codegen import common
     from torch._inductor.codegen.xpu.xpu_combined_scheduling import XPUCombinedScheduling
