@@ -8,7 +8,7 @@ from typing import Iterator
 
 import halide as hl
 
-from .special_math import (_expr, _unify, copysign, digamma, erf, exp, expm1, lgamma, log, log1p, log2,  # noqa: F401
+from .special_math import (_expr, _unify, copysign, digamma, erf, exp, expm1, f64, lgamma, log, log1p, log2,  # noqa: F401
                            frexp_exponent, frexp_mantissa, nextafter, trigamma)
 from .special_functions import (airy_ai, bessel_i, bessel_j, bessel_k, bessel_y, erfcx, erfinv, igamma,  # noqa: F401
                                 log_ndtr, ndtri, polygamma, spherical_bessel_j0, zeta)

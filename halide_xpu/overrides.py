@@ -16,7 +16,7 @@ def _float_operand(*xs: Any) -> bool:
     return any(getattr(getattr(x, "dtype", None), "is_floating_point", False) for x in xs)
 
 
-_ZERO = re.compile(r"^(hl\.cast\(hl\.\w+\(\d+\), )?(hl\.f64\()?-?0(\.0)?\)?\)?$|^hx\.negative_zero\(")
+_ZERO = re.compile(r"^(hl\.cast\(hl\.\w+\(\d+\), )?((?:hl|hx)\.f64\()?-?0(\.0)?\)?\)?$|^hx\.negative_zero\(")
 
 
 def _expression_texts(x: Any) -> list[str]:
@@ -35,7 +35,7 @@ def _is_constant_zero(x: Any) -> bool:
 def _constant_value(x: Any) -> Any:
     """The number a CSE variable (or literal) holds when it is a constant, else None."""
     for text in _expression_texts(x):
-        m = re.match(r"^(?:hl\.cast\(hl\.\w+\(\d+\), )?(?:hl\.(?:f64|i64|i32)\()?(-?\d+(?:\.0*)?)\)?\)?$", text.strip())
+        m = re.match(r"^(?:hl\.cast\(hl\.\w+\(\d+\), )?(?:(?:hl|hx)\.(?:f64|i64|i32)\()?(-?\d+(?:\.0*)?)\)?\)?$", text.strip())
         if m:
             return int(float(m.group(1)))
     return None
@@ -113,6 +113,8 @@ class HalideXpuOverrides(HalideOverrides):
             # by its bits: Halide's CSE takes FloatImm -0.0 and 0.0 for one value (x / 0.0 and x / -0.0 in one
             # kernel both came out x / 0.0 on GPU-style targets)
             return f"hx.negative_zero({halide_type(dtype)})"
+        if dtype == torch.float64 and isinstance(value, float):  # Halide's OpenCL printer rounds hl.f64 to float32
+            return f"hx.f64({value!r})"
         return super().constant(value, dtype)
 
     @staticmethod

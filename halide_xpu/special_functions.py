@@ -7,7 +7,7 @@ from typing import Callable
 
 import halide as hl
 
-from .special_math import _float, _unify, is_nan_bits, log, log1p
+from .special_math import _float, _unify, f64, is_nan_bits, log, log1p
 
 F64 = hl.Float(64)
 _EULER = 0.5772156649015329
@@ -16,7 +16,7 @@ _INF, _NAN = math.inf, math.nan
 
 
 def _d(v: float) -> hl.Expr:
-    return hl.f64(v)
+    return f64(v)  # exact on every target
 
 
 def _wide(x: object) -> tuple[hl.Expr, hl.Type]:

@@ -3,6 +3,7 @@ log1p/expm1 (near 0), erf (±inf), log2, copysign, nextafter, frexp, lgamma, dig
 from __future__ import annotations
 
 import math
+import struct
 
 import halide as hl
 
@@ -28,7 +29,21 @@ def _float(x: object) -> hl.Expr:
     return x if x.type().is_float() else hl.cast(hl.Float(32), x)
 
 
+def f64(v: float) -> hl.Expr:
+    """The float64 constant ``v``, exactly on every target. Halide 21's C-style printers (OpenCL C: the opencl and
+    sycl targets) write a 64-bit FloatImm through its float32 bits (``(double) float_from_bits(...)``): 0.1 became
+    0.100000001, 2**-1022 became 0, ``x * 0.1`` and ``sin(x * pi)`` in float64 were wrong in the 8th digit. A value
+    float32 cannot hold is a reinterpreted uint64 instead, which every printer writes exactly."""
+    v = float(v)
+    if not math.isfinite(v) or (abs(v) <= 3.4e38 and struct.unpack("<f", struct.pack("<f", v))[0] == v):
+        return hl.f64(v)
+    return hl.reinterpret(hl.Float(64), hl.u64(struct.unpack("<Q", struct.pack("<d", v))[0]))
+
+
 def _c(t: hl.Type, v: float) -> hl.Expr:
+    """Constant ``v`` of type ``t`` (float64: exact on every target, see ``f64``)."""
+    if t.is_float() and t.bits() == 64:
+        return f64(v)
     return hl.cast(t, hl.f64(v))
 
 
@@ -193,21 +208,25 @@ def _trigamma_positive(x: hl.Expr) -> hl.Expr:
 
 def trigamma(x: object) -> hl.Expr:
     """psi'(x) (polygamma(1, x)): recurrence and asymptotic series; reflection below 0 (pi^2 / sin^2(pi x) -
-    psi'(1 - x)); +inf at the poles 0, -1, ... as torch."""
+    psi'(1 - x)). At the poles as torch computes them: +inf at 0, and at -1, -2, ... the reflection with the
+    rounded ``sin(pi * x)`` of the argument's type (eager's ``calc_trigamma``: 2.0e13 at -8 in float32, not inf)."""
     x = _float(x)
     t = x.type()
+    rest = _trigamma_positive(_c(t, 1) - x)
     s = _sinpi(x)
-    reflected = _c(t, math.pi ** 2) / (s * s) - _trigamma_positive(_c(t, 1) - x)
+    reflected = _c(t, math.pi ** 2) / (s * s) - rest
+    naive = hl.sin(_c(t, math.pi) * x)  # c10::pi<T> * x, rounded to T, then sin: not 0 at negative integers
+    at_pole = _c(t, math.pi) * _c(t, math.pi) / (naive * naive) - rest
     value = hl.select(x < _c(t, 0.5), reflected, _trigamma_positive(hl.max(x, _c(t, 0.5))))
     tiny = hl.abs(x) < _c(t, 1e-30)
-    return hl.select(is_nan_bits(x), x, x == _c(t, math.inf), _c(t, 0), _pole(x), _c(t, math.inf),
-                     tiny, _c(t, 1) / (x * x), value)
+    return hl.select(is_nan_bits(x), x, x == _c(t, math.inf), _c(t, 0), x == _c(t, 0), _c(t, math.inf),
+                     _pole(x), at_pole, tiny, _c(t, 1) / (x * x), value)
 
 
 def _frexp_bits(x: hl.Expr) -> tuple[hl.Expr, hl.Expr, hl.Expr]:
     """(x in float64 scaled into the normal range, its biased exponent, the scale's exponent)."""
     y = hl.cast(hl.Float(64), x)
-    sub = hl.abs(y) < hl.f64(2.0 ** -1022)
+    sub = hl.abs(y) < f64(2.0 ** -1022)
     y = hl.select(sub, y * hl.f64(2.0 ** 54), y)
     biased = hl.cast(hl.Int(32), (hl.reinterpret(hl.UInt(64), y) >> 52) & hl.u64(0x7FF))
     return y, biased, hl.select(sub, 54, 0)

@@ -7,7 +7,7 @@ from typing import Callable
 
 import halide as hl
 
-from .special_math import _float, _unify, is_nan_bits
+from .special_math import _float, _unify, f64, is_nan_bits
 
 F64 = hl.Float(64)
 # Recurrences are unrolled this far (a Halide expression cannot loop a per-element count); a higher degree gives
@@ -16,7 +16,7 @@ MAX_DEGREE = 128
 
 
 def _d(v: float) -> hl.Expr:
-    return hl.f64(v)
+    return f64(v)  # exact on every target
 
 
 def _args(x: object, n: object) -> tuple[hl.Expr, hl.Expr, hl.Expr, hl.Type]:

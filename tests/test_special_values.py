@@ -96,6 +96,16 @@ def test_float64_fmod_exact(target: str) -> None:
     assert torch.equal(torch.signbit(got), torch.signbit(exact(a, b)))
 
 
+def test_float64_constants_exact(target: str) -> None:
+    """float64 constants keep all their bits: Halide's OpenCL C printer wrote them through float32 bits, so on the
+    opencl and sycl targets ``x * 0.1`` was off by 1.5e-7, ``sin(x * pi)`` at x = 100 gave 8.7e-6 (eager 2e-15) and
+    2**-1022 (the subnormal test of frexp) was 0."""
+    x = torch.tensor([100.0, 3.0, 1.0 / 3, -7.25, 1e-310, 2.5e-320, 1e300], dtype=torch.float64)
+    compile_and_check(lambda x: (x * 0.1, x + 1e-12 * x, x * 1e300 * 1e-300), x, atol=0, rtol=0)
+    compile_and_check(lambda x: torch.sin(x * math.pi), x, atol=1e-15, rtol=1e-12)
+    compile_and_check(torch.frexp, x, atol=0, rtol=0)
+
+
 def test_signed_zeros(target: str) -> None:
     """-0.0 where torch gives it, seen through 1 / x: Halide's ``-x`` is ``0 - x`` (neg(0.0) gave +0.0, so
     1 / -x at 0 was +inf), and fmod, pow and floor division built -0.0 the same way."""
