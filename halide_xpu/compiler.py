@@ -240,23 +240,39 @@ def compile_scheduled(
     return result, lines, name
 
 
-def _build_checks(meta: KernelMeta, source: str, workdir: Path) -> tuple[Path, list[str]]:
+def _build_checks(meta: KernelMeta, source: str, workdir: Path) -> Optional[tuple[Path, list[str]]]:
     """The kernel's check pipeline (``meta.error_word``): a second run of its algorithm whose one output is
     ``hx_error``, so its Funcs are unscheduled copies (the kernel's schedule may compute an index inside its own
-    loops); entry ``CHECK_FN_NAME``, same arguments as the kernel minus its outputs. Returns (object, schedule)."""
+    loops); entry ``CHECK_FN_NAME``, same arguments as the kernel minus its outputs. Returns (object, schedule),
+    or None when no check is real (float divisions). On the opencl target its OpenCL C is built in a child first
+    (``config.opencl_build_check``); if that fails, the checks run on the host (the buffers are host memory)."""
     import halide as hl
 
     ns: dict[str, Any] = {}
     exec(compile(source, "<halide_xpu kernel checks>", "exec"), ns)
     with hx.building_for(meta.target):
         funcs = ns["algorithm"]()
-    target = hl.Target(meta.halide_target)
-    lines = schedule.schedule_error_word(funcs["hx_error"], funcs["hx_error_checks"], target.has_gpu_feature())
-    arguments = [hl.Argument(funcs.get(a.name + STORAGE_SUFFIX, funcs[a.name])) for a in meta.args if a.kind != "out"]
+        if not hx.checks_built():
+            return None
     obj = workdir / "checks.o"
     outputs = {hl.OutputFileType.object: str(obj), hl.OutputFileType.c_header: str(workdir / "checks.h")}
-    hl.Pipeline([funcs["hx_error"]]).compile_to(outputs, arguments, CHECK_FN_NAME, target)
-    stats.counters["halide_compiles"] += 1
+    arguments = [hl.Argument(funcs.get(a.name + STORAGE_SUFFIX, funcs[a.name])) for a in meta.args if a.kind != "out"]
+    for halide_target in (meta.halide_target, targets.host_target_of(meta.halide_target)):
+        target = hl.Target(halide_target)
+        lines = schedule.schedule_error_word(funcs["hx_error"], funcs["hx_error_checks"], target.has_gpu_feature())
+        hl.Pipeline([funcs["hx_error"]]).compile_to(outputs, arguments, CHECK_FN_NAME, target)
+        stats.counters["halide_compiles"] += 1
+        if meta.target != "opencl" or not config.opencl_build_check or not target.has_gpu_feature():
+            break
+        src = workdir / "checks.cl"
+        why = opencl_build.check_in_child(src) if device_binary.save_source(obj, src) else None
+        if not why:
+            break
+        log.warning("halide_xpu: the checks of OpenCL kernel %s run on the host: %s", workdir.name, why[-300:])
+        ns = {}
+        exec(compile(source, "<halide_xpu kernel checks>", "exec"), ns)
+        with hx.building_for(meta.target):
+            funcs = ns["algorithm"]()  # unscheduled Funcs again for the host build
     return obj, lines
 
 
@@ -301,9 +317,12 @@ def build(meta: KernelMeta, source: str, workdir: Path, caps: Optional[DeviceCap
         _, lines, name = compile_scheduled(built, source, compile_only, targets.device_caps("host"))
     objects = [workdir / "kernel.o"]
     if meta.error_word:
-        obj, check_lines = _build_checks(built, source, workdir)
-        objects.append(obj)
-        lines += ["# check pipeline (device checks: the error word read after the launch)", *check_lines]
+        checked = _build_checks(built, source, workdir)
+        if checked is None:  # every recorded check was a float division: nothing to check
+            meta = dataclasses.replace(meta, error_word=False)
+        else:
+            objects.append(checked[0])
+            lines += ["# check pipeline (device checks: the error word read after the launch)", *checked[1]]
     if marked and "fast_inverse" in (workdir / "kernel.stmt").read_text(errors="replace"):
         # Halide computed a marked value on the host (a loop-invariant one: kernel arguments are evaluated there),
         # where no PTX rewrite turns the mark into its meaning: x86's approximate reciprocal (bf16(0.0) became inf)

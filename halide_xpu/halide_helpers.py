@@ -24,12 +24,12 @@ def building_for(target: str) -> Iterator[None]:
     """Kernels' ``algorithm()`` runs inside this: the CUDA-only helpers below mark their spots for the PTX rewrite
     (target/ptx.py) only when ``target`` is ``"cuda"``, and compute plainly anywhere else, so a kernel source is
     right on every target."""
-    previous = getattr(_building, "target", None)
-    _building.target = target
+    previous, previous_checks = getattr(_building, "target", None), getattr(_building, "checks", 0)
+    _building.target, _building.checks = target, 0
     try:
         yield
     finally:
-        _building.target = previous
+        _building.target, _building.checks = previous, previous_checks
 
 
 def _on_cuda() -> bool:
@@ -199,10 +199,25 @@ def _divide(a: object, b: object, rounding: str) -> hl.Expr:
     return hl.select((a < 0) & (r != 0), q + hl.select(b < 0, hl.cast(q.type(), -1), hl.cast(q.type(), 1)), q)
 
 
-def nonzero_divisor(b: object, a: object) -> hl.Expr:
-    """A device check's condition (overrides._checks_divisor): ``b != 0`` where ``a / b`` is an integer division."""
+def nonzero_divisor(b: object, a: object) -> object:
+    """A device check's condition (overrides._checks_divisor): ``b != 0`` where ``a / b`` is an integer division;
+    Python's True for a float division (the kernel source cannot tell: Halide CSE variables carry no dtype)."""
     a, b = _unify(a, b)
-    return b != hl.cast(b.type(), 0) if _is_int(a) else hl.cast(hl.Bool(), 1)
+    return b != hl.cast(b.type(), 0) if _is_int(a) else True
+
+
+def device_check(ok: object, code: int) -> hl.Expr:
+    """A device check's Func value (kernel.device_check): ``code`` where ``ok`` fails, else 0. Each real check is
+    counted in the build's ``checks`` (compiler._build_checks builds no check pipeline when there is none)."""
+    if ok is True:
+        return hl.cast(hl.Int(32), 0)
+    _building.checks = getattr(_building, "checks", 0) + 1
+    return hl.select(ok, hl.cast(hl.Int(32), 0), hl.cast(hl.Int(32), code))
+
+
+def checks_built() -> int:
+    """How many real device checks the algorithm run inside the current ``building_for`` made."""
+    return getattr(_building, "checks", 0)
 
 
 def floordiv(a: object, b: object) -> hl.Expr:

@@ -139,7 +139,7 @@ class HalideXpuKernel(HalideKernel):
         (``hx_error`` in the source, built and launched before the kernel by compiler.py) reduces into an error
         word; the glue reads it back and fails the call with ``code``'s message (meta.DEVICE_CHECK_MESSAGES)."""
         check = self.newfunc(self.sort_used_dims(OrderedSet(dims or ())))
-        self.body.writeline(f"{check} = hl.select({ok}, hl.cast(hl.Int(32), 0), hl.cast(hl.Int(32), {code}))")
+        self.body.writeline(f"{check} = hx.device_check({ok}, {code})")
         self.device_checks.append(check)
 
     def store(self, name: str, index: Any, value: Any, mode: Any = None) -> None:  # type: ignore[override]

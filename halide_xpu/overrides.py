@@ -62,7 +62,9 @@ def _checks_divisor(op: Any) -> Any:
         from torch._inductor.virtualized import V
 
         kernel = V.kernel
-        if not _float_operand(a, b) and getattr(kernel, "device_checks_enabled", lambda: False)():
+        constant = _constant_value(b)  # a nonzero constant divisor (i // 3) needs no check
+        if (not _float_operand(a, b) and constant in (None, 0)
+                and getattr(kernel, "device_checks_enabled", lambda: False)()):
             dims = [*(getattr(a, "used_dims", None) or ()), *(getattr(b, "used_dims", None) or ())]
             kernel.device_check(f"hx.nonzero_divisor({b}, {a})", dims, DEVICE_CHECK_DIVISOR)
         return fn(a, b)

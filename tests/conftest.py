@@ -105,8 +105,8 @@ def compile_and_check(
     if target == "sycl":  # the USM runtime ran our kernels and never copied between host and device
         after = _usm_counters(target)
         assert after["launches"] > before["launches"], "no kernel ran through the USM runtime"
-        words = code.count("error_word=True")  # each checked kernel reads its error word back (device checks)
-        assert after["copies_to_host"] == before["copies_to_host"] + words, (before, after, words)
+        words = code.count("error_word=True")  # a checked kernel may read its error word back (device checks)
+        assert before["copies_to_host"] <= after["copies_to_host"] <= before["copies_to_host"] + words, (before, after)
         assert after["copies_to_device"] == before["copies_to_device"], (before, after)
     assert KERNEL_CALL.search(code), "halide_xpu generated no kernel:\n" + code
     from halide_xpu import compiler

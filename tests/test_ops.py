@@ -381,6 +381,20 @@ def test_out_of_range_computed_index_on_device_targets(target: str) -> None:
         with pytest.raises(HalideKernelError, match="index out of bounds"):
             loaded(on_target(torch.tensor([2, bad, 4])), weight)
 
+def test_device_checks_only_where_needed(target: str) -> None:
+    """Float divisions (the kernel source cannot tell them from integer ones) and nonzero constant divisors build
+    no check pipeline: no extra launch, no read-back of an error word."""
+    from halide_xpu import compiler
+
+    if target in ("host", "cuda"):
+        pytest.skip("device checks are for the opencl and sycl targets")
+    compiler._memory.clear()
+    compile_and_check(lambda x, i: (torch.fmod(x, 1.5), torch.remainder(x, 2.5), i // 3, i % 5), torch.randn(64),
+                      torch.randint(1, 5, (64,)))
+    libraries = [launcher.library.parent for launcher in compiler._memory.values()]
+    assert libraries and not any((lib / "checks.o").exists() for lib in libraries), libraries
+
+
 def test_dynamic_ceil_division_and_symbolic_modulus(target: str) -> None:
     """Dynamic shapes whose sizes hold ``ceil(a / b)`` (a "same" padding) and whose index is ``... % s**2`` (flip of
     repeat_interleave): the kernel printed ``math.ceil`` of a Halide Expr (TypeError) and ``IntInfinity`` (NameError),
