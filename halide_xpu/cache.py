@@ -23,10 +23,23 @@ FORMAT_VERSION = "1"  # bump when the glue or the layout of an entry changes
 
 @functools.lru_cache(maxsize=None)
 def halide_version() -> str:
+    """The installed Halide's version: its package metadata, else its runtime header's HALIDE_VERSION_* macros (a
+    halide unpacked onto PYTHONPATH without metadata, as on the GPU machines), else "unknown"."""
     try:
         return metadata.version("halide")
-    except metadata.PackageNotFoundError:  # pragma: no cover - halide installed from source
-        return "unknown"
+    except metadata.PackageNotFoundError:
+        pass
+    import importlib.util
+    import re
+
+    spec = importlib.util.find_spec("halide")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        header = Path(folder) / "include" / "HalideRuntime.h"
+        if header.is_file():
+            found = dict(re.findall(r"#define HALIDE_VERSION_(MAJOR|MINOR|PATCH) (\d+)", header.read_text(errors="replace")))
+            if len(found) == 3:
+                return f"{found['MAJOR']}.{found['MINOR']}.{found['PATCH']}"
+    return "unknown"
 
 
 def cache_root() -> Path:
