@@ -274,11 +274,13 @@ def pow2_floor(n: int) -> int:
     return 1 << (max(n, 1).bit_length() - 1)
 
 
-def fuse_all(rec: Recorder, func: hl.Func, vars_: list[hl.Var], label: str, prefix: Optional[str] = None) -> hl.Var:
-    """Fuse ``vars_`` (innermost first) into one Var, named after ``prefix`` (default ``label``)."""
+def fuse_all(rec: Recorder, func: Any, vars_: list[Any], label: str, prefix: Optional[str] = None) -> Any:
+    """Fuse ``vars_`` (innermost first; Vars of a Func, or RVars of an update stage) into one of their kind, named
+    ``<prefix>_f<i>`` (default prefix ``label``)."""
     fused = vars_[0]
+    kind = hl.RVar if isinstance(fused, hl.RVar) else hl.Var
     for i, v in enumerate(vars_[1:]):
-        new = hl.Var(f"{prefix or label}_f{i}")
+        new = kind(f"{prefix or label}_f{i}")
         rec(func, label, "fuse", fused, v, new)
         fused = new
     return fused

@@ -48,11 +48,7 @@ def schedule_updates(rec: Recorder, plan: Plan, out: hl.Func, label: str, spec: 
             rec(stage, lbl, "allow_race_conditions")
         extents = dict(zip([r.name() for r in domain], _dom_extents(plan, len(domain))))
         n = total([extents.get(r.name()) for r in rvars])
-        fused = rvars[0]
-        for j, r in enumerate(rvars[1:]):
-            new = hl.RVar(f"{label}_u{i}_f{j}")
-            rec(stage, lbl, "fuse", fused, r, new)
-            fused = new
+        fused = fuse_all(rec, stage, rvars, lbl, f"{label}_u{i}")
         outer, inner_ = hl.RVar(f"{label}_u{i}_wg"), hl.RVar(f"{label}_u{i}_wi")
         if plan.caps.gpu:
             wg = spec.get("wg", 256) if n is None else max(plan.min_wg, min(spec.get("wg", 256), pow2_floor(n)))
@@ -106,11 +102,7 @@ def schedule_error_word(err: hl.Func, checks: list[hl.Func], gpu: bool) -> list[
             rec(stage, lbl, "gpu_single_thread" if gpu else "unscheduled")
             continue
         rec(stage, lbl, "atomic", True)
-        fused = rvars[0]
-        for j, r in enumerate(rvars[1:]):
-            new = hl.RVar(f"hx_error_u{i}_f{j}")
-            rec(stage, lbl, "fuse", fused, r, new)
-            fused = new
+        fused = fuse_all(rec, stage, rvars, lbl, f"hx_error_u{i}")
         outer, inner = hl.RVar(f"hx_error_u{i}_wg"), hl.RVar(f"hx_error_u{i}_wi")
         if gpu:
             rec(stage, lbl, "gpu_tile", fused, outer, inner, 256, GUARD)
