@@ -34,6 +34,15 @@ _BF16_STORE = re.compile(r"^(\s*out_ptr\d+\[[^=]*\] = )hl\.cast\(hl\.BFloat\(16\
 _BF16_ACCUMULATE = re.compile(r"^(\s*)(out_ptr\d+)(\[[^=]*\]) \+= hl\.cast\(hl\.BFloat\(16\), (.*)\)$")
 
 
+_HL_F64 = re.compile(r"\bhl\.f64\(((?:float\('-?(?:inf|nan)'\))|[-+0-9.eE]+)\)")
+
+
+def _exact_f64(line: str) -> str:
+    """Upstream's float64 literals (``masked``'s other value, reduction defaults) as ``hx.f64``: exact on the
+    OpenCL C printer, which writes ``hl.f64`` through float32 (a pad value of 0.1 in float64 was off by 4e-9)."""
+    return _HL_F64.sub(r"hx.f64(\1)", line) if "hl.f64(" in line else line
+
+
 def _bf16_as_bits(line: str) -> str:
     """Rewrite bfloat16 casts for device targets: stores produce bits, accumulating stores add in fp32 to the
     element's value and store bits, other casts round in fp32 (on CUDA with the hardware conversion,
@@ -479,11 +488,11 @@ class HalideXpuKernel(HalideKernel):
 
             for line in self.body._lines:
                 if isinstance(line, str):
-                    line = HalideCSEVariable.undefined_re.sub(fill_dims, line)
+                    line = _exact_f64(HalideCSEVariable.undefined_re.sub(fill_dims, line))
                     if bf16_bits:
                         line = _bf16_as_bits(line)
-                elif bf16_bits and isinstance(line, DeferredLine):
-                    line = line._new_line(_bf16_as_bits(line.line))
+                elif isinstance(line, DeferredLine):
+                    line = line._new_line(_exact_f64(_bf16_as_bits(line.line) if bf16_bits else line.line))
                 code.writeline(line)
             self._codegen_error_word(code)
             code.writeline("# buffer layouts (min, extent, stride per dimension, innermost first)")

@@ -130,3 +130,14 @@ def test_harvested_kernels_split_their_reductions(entry, tmp_path):
         assert (tmp_path / "twin.stmt").read_text(errors="replace").count("halide_cuda_run(") == 2  # launches
     assert variant != "gpu_safe", lines
     _assert_split(meta, (entry / "kernel.py").read_text(), lines)
+
+
+@pytest.mark.parametrize("n,launches", [(256, 1), (16384, 1), (1 << 18, 2)])
+def test_short_scalar_reduction_is_one_kernel(n, launches, monkeypatch, tmp_path):
+    """A reduction to a scalar of at most ``single_group_max`` points is one work-group in the output's kernel (a
+    256-element sum was 2 launches of 132 work-groups on the H100); longer ones stream over many work-groups."""
+    monkeypatch.setattr(__import__("halide_xpu").config, "cache_dir", str(tmp_path))
+    twins = _cuda_twins(lambda x: (x * x).sum(), (torch.randn(n),), monkeypatch, tmp_path)
+    assert len(twins) == 1 and twins[0][3] != "gpu_safe"
+    _assert_split(*twins[0][:3])
+    assert (tmp_path / "twin.stmt").read_text(errors="replace").count("halide_cuda_run(") == launches

@@ -68,7 +68,7 @@ def _gpu_space(meta: KernelMeta, caps: DeviceCaps, form: str) -> list[Tunable]:
         return out
     if form == "full":
         return [Tunable("wg_full", groups(_product(red))), Tunable("vector_full", (1, 2, 4, 8)),
-                Tunable("unroll_full", (1, 2, 4, 8))]
+                Tunable("unroll_full", (1, 2, 4, 8)), Tunable("single_group_max", (0, 4096, 16384, 65536))]
     if form == "outer":
         return [Tunable("wg", groups(_product(kept))), Tunable("split", (16, 32, 64, 128, 256)),
                 Tunable("unroll_outer", (1, 2, 4, 8)), Tunable("vector_outer", (1, 2, 4))]

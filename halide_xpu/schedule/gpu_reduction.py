@@ -175,11 +175,14 @@ def gpu_full_reduce(rec: Recorder, plan: Plan, f: hl.Func, spec: ScheduleSpec,
     wg = wg_full if ext is None else max(plan.min_wg, min(wg_full, pow2_floor(max(ext // 4, 1))))
     unroll = spec.get("unroll_full", 4)
     vec = spec.get("vector_full", 4) if plan.gpu_vectors else 1
-    target = plan.caps.parallelism * spec.get("blocks_per_cu", 1)
-    blocks = _exact_blocks(target, ext, wg * unroll * vec)
+    # a short reduction to a scalar is one work-group in the output's kernel: a second launch costs more than
+    # one group streaming a few thousand elements (a 256-element sum was 2 kernels of 132 groups on the H100)
+    single = scalar and ext is not None and ext <= spec.get("single_group_max", 16384)
+    target = 1 if single else plan.caps.parallelism * spec.get("blocks_per_cu", 1)
+    blocks = 1 if single else _exact_blocks(target, ext, wg * unroll * vec)
     if vec > 1 and (ext is None or ext % (blocks * wg * unroll * vec)):  # vector loads only when all are whole
         vec = 1
-        blocks = _exact_blocks(target, ext, wg * unroll)
+        blocks = 1 if single else _exact_blocks(target, ext, wg * unroll)
     name, lbl = f.name(), f"{f.name()}.update()"
     if scalar:
         rec(f, name, "compute_at", *at)
@@ -201,21 +204,26 @@ def gpu_full_reduce(rec: Recorder, plan: Plan, f: hl.Func, spec: ScheduleSpec,
         # rfactors before the group's block loop, so the partials do not inherit it
         threads = rec(group.update(), glbl, "rfactor", rt, t)  # threads[b, t]: a strided serial sum
         gfold = _rfactor_fold(rec, group, wg, width)
-        # group[b] is computed inside a wrapper's work-group: initialised and reduced in one kernel
-        gw = rec(group, gl, "in_")
-        gb = gw.args()[0]
-        rec(gw, f"{gl}_out", "compute_root")
-        rec(gw, f"{gl}_out", "gpu_blocks", gb)
-        rec(group, gl, "compute_at", gw, gb)
+        if single:  # group[0] inside the scalar output's work-group: no kernel of its own
+            home = at
+        else:  # group[b] is computed inside a wrapper's work-group: initialised and reduced in one kernel
+            gw = rec(group, gl, "in_")
+            home = (gw, gw.args()[0])
+            rec(gw, f"{gl}_out", "compute_root")
+            rec(gw, f"{gl}_out", "gpu_blocks", home[1])
+        rec(group, gl, "compute_at", *home)
         tl = f"{name}_threads"
+        steps = -(-ext // (blocks * wg * vec)) if ext is not None else None  # ro's extent
         unroll = unroll if ext is None or ext >= blocks * wg * unroll * vec else 1
+        if single and steps % unroll:  # _register_accumulators: unroll must divide ro's extent
+            unroll = 1
         serial = _register_accumulators(rec, threads, ro, t, unroll, (rl, vec) if vec > 1 else None)
-        rec(threads, tl, "compute_at", gw, gb)
+        rec(threads, tl, "compute_at", *home)
         rec(threads, tl, "gpu_threads", t)
         rec(threads.update(), f"{tl}.update()", "reorder", *serial, t)
         rec(threads.update(), f"{tl}.update()", "gpu_threads", t)
         if gfold is not None:
-            _place_on_threads(rec, gfold[0], [gfold[1]], gfold[2], (gw, gb))
+            _place_on_threads(rec, gfold[0], [gfold[1]], gfold[2], home)
         if blocks > width:
             rbo, rbi, v = hl.RVar(f"{name}_rbo"), hl.RVar(f"{name}_rbi"), hl.Var(f"{name}_v")
             rec(f.update(), lbl, "split", rb, rbo, rbi, width, GUARD)
