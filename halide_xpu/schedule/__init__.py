@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any, Callable, Optional
 
 from .. import config
@@ -97,25 +98,89 @@ def _param(plan: Plan, name: str) -> Any:
     return param if isinstance(param, hl.ImageParam) else None
 
 
-def _snapshot_inputs(rec: Recorder, plan: Plan, meta: KernelMeta) -> None:
+_OUT_INDEX = re.compile(r"^\s*out_ptr\d+\[([^\]]*)\]\s*=", re.M)
+
+
+def _index_texts(pattern: re.Pattern, source: str) -> set[str]:
+    return {m.group(1).replace(" ", "").rstrip(",") for m in pattern.finditer(source)}
+
+
+def private_points(plan: Plan, meta: KernelMeta) -> bool:
+    """Whether a work-item reads the inputs its outputs overwrite only at its own points: one 1-D layout for every
+    output and every such input, and the source reads those inputs only at the outputs' index (an optimizer's
+    update). Such copies can live in the work-item's registers, loaded before any output is stored."""
+    outs = [a for a in meta.args if a.kind == "out"]
+    layouts = {(a.shape, a.stride, a.offset) for a in meta.args if a.kind == "out" or a.name in meta.snapshots}
+    if not meta.snapshots or len(layouts) != 1 or len(outs[0].shape) != 1:
+        return False
+    lhs = _index_texts(_OUT_INDEX, plan.source)
+    return len(lhs) == 1 and all(_index_texts(re.compile(rf"\b{n}\[([^\]]*)\]"), plan.source) == lhs
+                                 for n in meta.snapshots)
+
+
+def _snapshot_inputs(rec: Recorder, plan: Plan, meta: KernelMeta, in_registers: bool) -> list[hl.Func]:
     """Inputs an output overwrites (``KernelMeta.snapshots``) are read through a copy made before any output; on
-    GPUs copies of one static shape share one kernel (AdamW's three state tensors: one launch, not three)."""
-    copies, shapes = [], []
+    GPUs copies of one static shape share one kernel (AdamW's three state tensors: one launch, not three).
+    ``in_registers``: the copies are only made here, each work-item's part of them later (``_registers``)."""
+    copies, shapes, names = [], [], []
     for name in meta.snapshots:
         param = _param(plan, name)
         if param is None:
             continue
-        copy = rec(param, name, "in_")
-        rec(copy, f"{name}_snapshot", "compute_root")
-        copies.append(copy)
+        copies.append(rec(param, name, "in_"))
         shapes.append(next((a.shape for a in meta.args if a.name == name), None))
+        names.append(name)
+    if in_registers:
+        return copies
+    for name, copy in zip(names, copies):
+        rec(copy, f"{name}_snapshot", "compute_root")
     spec = meta.schedule.with_params(vector=1) if plan.caps.gpu else meta.schedule
     static = [[int(e) for e in shape] if shape and all(str(e).isdigit() for e in shape) else None for shape in shapes]
     if plan.caps.gpu and len(copies) > 1 and static[0] and all(s == static[0] for s in static):
         pointwise.gpu_fused(rec, plan, copies, total(static[0]), spec)
-        return
+        return copies
     for copy in copies:
         pointwise.schedule_output(rec, plan, copy, spec)
+    return copies
+
+
+def _register_tiling(plan: Plan, meta: KernelMeta, spec: ScheduleSpec) -> Optional[tuple[int, int]]:
+    """(work-group size, lanes) for ``_fused_in_registers``: the kernel qualifies (``private_points``) and its
+    points tile exactly, so no work-item lies past the end (a work-item's register copy is loaded outside the
+    tail guard Halide puts around stores: a tail would read past the inputs). None: the copy kernel instead."""
+    if not (pointwise.fusable_outputs(plan) and private_points(plan, meta)):
+        return None
+    n = plan.var_extent(plan.outputs()[0], plan.outputs()[0].args()[0])
+    vec = spec.get("vector", 4) if plan.gpu_vectors else 1
+    while n and vec >= 1:
+        if n % vec == 0:
+            wg = next((w for w in range(256, 31, -32) if (n // vec) % w == 0), None)
+            if wg is not None:
+                return wg, vec
+        vec //= 2
+    return None
+
+
+def _fused_in_registers(rec: Recorder, plan: Plan, copies: list[hl.Func], wg: int, vec: int) -> None:
+    """Every output in one kernel, each work-item ``vec`` points of each; it loads its points of the inputs the
+    outputs overwrite into registers first, then computes and stores every output: no copy kernel and no second
+    pass (AdamW's update: 2 launches and 13 array passes became 1 and 7)."""
+    outs = plan.outputs()
+    prefix = outs[0].name()
+    wi = hl.Var(f"{prefix}_wi")
+    for f in outs:
+        x = f.args()[0]
+        if vec > 1:
+            xv, lanes = hl.Var(f"{prefix}_v"), hl.Var(f"{prefix}_lanes")
+            rec(f, f.name(), "split", x, xv, lanes, vec, GUARD)
+            rec(f, f.name(), "vectorize", lanes)
+            x = xv
+        rec(f, f.name(), "gpu_tile", x, hl.Var(f"{prefix}_wg"), wi, wg, GUARD)
+    for before, f in zip(outs, outs[1:]):
+        rec(f, f.name(), "compute_with", before, wi)
+    for copy in copies:
+        rec(copy, copy.name(), "compute_at", outs[0], wi)
+        rec(copy, copy.name(), "unroll", copy.args()[0])
 
 
 class UnscheduledUpdate(RuntimeError):
@@ -135,8 +200,12 @@ def _check_updates(rec: Recorder, plan: Plan) -> None:
 def apply(variant: Variant, meta: KernelMeta, funcs: dict[str, Any], caps: DeviceCaps, source: str = "") -> list[str]:
     plan = Plan(meta, funcs, caps, source)
     rec = Recorder(unroll_lanes=plan.unroll_lanes)
-    _snapshot_inputs(rec, plan, meta)
-    variant(rec, plan, meta.schedule)
+    tiling = _register_tiling(plan, meta, meta.schedule) if variant is _pointwise_fused and caps.gpu else None
+    copies = _snapshot_inputs(rec, plan, meta, in_registers=tiling is not None)
+    if tiling is not None:
+        _fused_in_registers(rec, plan, copies, *tiling)
+    else:
+        variant(rec, plan, meta.schedule)
     if variant is not _none:
         _check_updates(rec, plan)
     if caps.gpu:

@@ -50,6 +50,13 @@ def gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     for twin in twins:  # same-shaped outputs (var_mean's mean and var): the same loops, fused with the primary's
         rec(twin, twin.name(), "compute_with", o, _row_loops(rec, twin, [v for v in twin.args() if not plan.is_reduction_var(v)],
                                                              [v for v in twin.args() if plan.is_reduction_var(v)], wg))
+    row_names = [v.name() for v in rows]
+    per_row = [t for t in plan.outputs() if t is not o and all(t is not w for w in twins)
+               and [v.name() for v in t.args()] == row_names]
+    for r in per_row:  # per-row results (a norm's saved mean and rstd): one work-item of o's work-group writes them
+        rv = fuse_all(rec, r, list(r.args()), f"{label}_row") if len(rows) > 1 else r.args()[0]
+        rec(r, r.name(), "gpu_blocks", rv)
+        rec(r, r.name(), "compute_with", o, row)
     for f in plan.reductions():
         rec(f, f.name(), "compute_at", o, row)
         if not f.has_update_definition() or wg < 2:
@@ -66,7 +73,7 @@ def gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         fold = _rfactor_fold(rec, f, wg, spec.get("fold", 16))
         if fold is not None:
             _place_on_threads(rec, fold[0], [fold[1]], fold[2], (o, row))
-    _schedule_others(rec, plan, o, spec, skip=twins)
+    _schedule_others(rec, plan, o, spec, skip=twins + per_row)
 
 
 def _row_loops(rec: Recorder, o: hl.Func, rows: list[hl.Var], in_row: list[hl.Var], wg: int, vec: int = 1) -> hl.Var:
