@@ -47,8 +47,9 @@ def chain(steps: int, tag: str) -> Callable[[torch.Tensor], torch.Tensor]:
 
 
 @contextlib.contextmanager
-def backend(device: str, name: str, cpp_wrapper: bool) -> Iterator[Callable[[torch.Tensor], torch.Tensor]]:
-    """Inductor configured for ``name`` on ``device``; yields a function moving inputs where the kernels need them."""
+def backend(device: str, name: str, cpp_wrapper: bool) -> Iterator[tuple[dict[str, Any], Callable[[torch.Tensor], torch.Tensor]]]:
+    """Inductor configured for ``name`` on ``device``; yields its knobs and a function moving inputs where the
+    kernels need them."""
     knobs: dict[str, Any] = {"cpp_wrapper": cpp_wrapper, "fx_graph_cache": False}
     move: Callable[[torch.Tensor], torch.Tensor] = lambda t: t  # noqa: E731
     scope = contextlib.nullcontext()
@@ -64,7 +65,7 @@ def backend(device: str, name: str, cpp_wrapper: bool) -> Iterator[Callable[[tor
 
             scope, move = usm.usm_tensors(), usm.to_usm
     with torch._inductor.config.patch(knobs), scope:
-        yield move
+        yield knobs, move
 
 
 def _inductor(knobs: dict[str, Any], cpu_target: str) -> Callable[..., Any]:
@@ -92,14 +93,13 @@ def prepare(device: str, name: str, cpp_wrapper: bool, numel: int) -> tuple[dict
     """Compile the 1- and 9-step graphs for one backend and wrapper, checked against eager: (row, step -> call)."""
     row: dict[str, Any] = {"backend": name, "wrapper": "C++" if cpp_wrapper else "Python"}
     calls: dict[int, Callable[[], None]] = {}
-    with backend(device, name, cpp_wrapper) as move:
+    with backend(device, name, cpp_wrapper) as (knobs, move):
         x = move(torch.full((numel,), 1e-3))
         sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
         for steps in STEPS:
             halide_xpu.stats.reset()
             fn = torch.compile(chain(steps, f"{name}_{row['wrapper']}_{steps}"), fullgraph=True,
-                               backend=_inductor(dict(torch._inductor.config.get_config_copy()),
-                                                 halide_xpu.config.cpu_target))
+                               backend=_inductor(knobs, halide_xpu.config.cpu_target))
             out, codes = run_and_get_code(fn, x)
             torch.testing.assert_close(out, chain(steps, "eager")(x), rtol=1e-4, atol=1e-6)
             pattern = r"\b(?:cpp_fused|triton_\w+|halide_xpu_kernel)_\w*\d+\b"
