@@ -131,6 +131,10 @@ class KernelLauncher:
         fn.argtypes = [_CTYPES[a.c_type] for a in meta.call_args] + ([ctypes.c_void_p] if meta.glue_takes_stream else [])
         self._fn = fn
         self._is_buffer = [a.is_buffer for a in meta.call_args] + ([False] if meta.takes_stream else [])
+        # opencl: Halide copies an input's whole declared region to the device; a view's region can reach past
+        # its storage (a masked load at offset -256: the copy read 1 KiB before a fresh mmap, SIGSEGV)
+        self._regions = {i: r for i, a in enumerate(meta.call_args)
+                         if meta.target == "opencl" and a.kind == "in" and (r := _region(a)) is not None}
 
     def __getattr__(self, name: str) -> Any:
         # Inductor's wrapper calls non-Triton GPU kernels as ``name.name(args..., c_void_p(stream))``.
@@ -142,12 +146,48 @@ class KernelLauncher:
         if len(args) < len(self._is_buffer):
             raise TypeError(f"kernel expects {len(self._is_buffer)} arguments, got {len(args)}")
         ptrs = [a.data_ptr() if buf else a for a, buf in zip(args, self._is_buffer)]
+        keep = [_within_storage(args[i], ptrs, i, *r) for i, r in self._regions.items()]  # noqa: F841 (alive)
         if self._queue is not None:
             ptrs.append(self._queue())
         err = self._fn(*ptrs)
         if err:
             msg = getattr(_errors, "last", "")
             raise HalideKernelError(f"Halide kernel {self.library.parent.name[:12]} failed (error {err}): {_explain(msg)}")
+
+
+def _region(arg: Any) -> Optional[tuple[int, int, int]]:
+    """(first, past-the-last element offset from the data pointer, element size) of a buffer argument's declared
+    region, None when its layout is symbolic."""
+    from .meta import DTYPES
+
+    try:
+        shape, stride, offset = [int(e) for e in arg.shape], [int(s) for s in arg.stride], int(arg.offset)
+    except ValueError:
+        return None
+    if 0 in shape:
+        return None
+    lo = offset + sum(min(0, s * (e - 1)) for e, s in zip(shape, stride))
+    hi = offset + sum(max(0, s * (e - 1)) for e, s in zip(shape, stride)) + 1
+    return lo, hi, DTYPES[arg.dtype][3]
+
+
+def _within_storage(t: Any, ptrs: list[Any], i: int, lo: int, hi: int, size: int) -> Any:
+    """Point ``ptrs[i]`` at a zero-padded copy of ``t``'s region when that region reaches outside its storage;
+    returns the copy (keep it alive for the call) or None."""
+    import torch
+
+    storage = t.untyped_storage()
+    s0, base = storage.data_ptr(), ptrs[i]
+    a, b = base + lo * size, base + hi * size
+    if a >= s0 and b <= s0 + storage.nbytes():
+        return None
+    bounce = torch.zeros((hi - lo) * size, dtype=torch.uint8)
+    va, vb = max(a, s0), min(b, s0 + storage.nbytes())
+    if vb > va:
+        src = torch.empty(0, dtype=torch.uint8).set_(storage, va - s0, (vb - va,))
+        bounce[va - a:vb - a].copy_(src)
+    ptrs[i] = bounce.data_ptr() - lo * size
+    return bounce
 
 
 def _explain(msg: str) -> str:

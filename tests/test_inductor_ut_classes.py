@@ -32,3 +32,38 @@ def test_division_by_signed_zero_in_one_kernel(target: str) -> None:
 
     zero = torch.zeros(10)
     compile_and_check(fn, torch.randn(10), zero, -zero)
+
+
+def _longformer_chunks(scores: torch.Tensor, window: int, batch: int, heads: int, seq: int) -> torch.Tensor:
+    """test_torchinductor's Longformer repro: a masked load whose view starts ``window`` elements before the
+    tensor's data (offset -window in the kernel)."""
+    chunks = seq // window - 1
+    diag = scores.new_zeros((batch * heads, chunks + 1, window, window * 2 + 1))
+    diag[:, :-1, :, window:] = scores[:, :, :window, : window + 1]
+    out = diag.view(batch, heads, seq, 2 * window + 1).transpose(2, 1)
+    out[:, :window, :, : window + 1] = torch.full_like(out[:, :window, :, : window + 1], -float("inf"))
+    return out
+
+
+def test_masked_view_before_its_storage(target: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Longformer repro killed the process on opencl (SIGSEGV, Intel's crash handler blamed): Halide copies an
+    input's whole declared region to the device, and this view's region starts 512 B before the tensor's memory.
+    Such inputs go through a zero-padded copy (runtime._within_storage)."""
+    from halide_xpu import runtime
+
+    padded, within = [], runtime._within_storage
+    monkeypatch.setattr(runtime, "_within_storage", lambda *a: padded.append(within(*a)) or padded[-1])
+    compile_and_check(lambda s: _longformer_chunks(s, 128, 2, 4, 512), torch.randn(8, 3, 256, 257))
+    assert sum(p is not None for p in padded) == (1 if target == "opencl" else 0)
+
+
+def test_region_outside_storage_is_padded() -> None:
+    from halide_xpu import runtime
+
+    t = torch.arange(10.0)
+    ptrs = [t.data_ptr()]
+    bounce = runtime._within_storage(t, ptrs, 0, -3, 10, 4)  # 3 elements before the storage: padded copy
+    got = torch.empty(0).set_(bounce.untyped_storage(), 0, (13,))
+    assert ptrs[0] == bounce.data_ptr() + 3 * 4 and torch.equal(got, torch.cat([torch.zeros(3), t]))
+    ptrs = [t.data_ptr()]
+    assert runtime._within_storage(t, ptrs, 0, 0, 10, 4) is None and ptrs[0] == t.data_ptr()
