@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib
 import importlib.abc
 import importlib.machinery
 import logging
+import os
 import sys
 from typing import Any
 
@@ -152,7 +154,17 @@ def scheduling_factory(device_type: str, upstream: Any) -> Any:
     return make
 
 
-_PATCHES = {COMMON: _patch_common, SCHEDULER: _patch_scheduler}
+def _usm_everywhere(_module: Any) -> None:
+    """``HALIDE_XPU_USM_TENSORS=1``: every CPU tensor in USM from the first Dynamo import on (the sycl emulation for
+    code that allocates its own tensors, e.g. PyTorch's test suites); not during ``import torch``, where building
+    the allocator deadlocked."""
+    if os.environ.get("HALIDE_XPU_USM_TENSORS") == "1":
+        from . import usm
+
+        usm.usm_tensors_process_wide()
+
+
+_PATCHES = {COMMON: _patch_common, SCHEDULER: _patch_scheduler, "torch._dynamo": _usm_everywhere}
 
 
 class _PostImportHook(importlib.abc.MetaPathFinder):

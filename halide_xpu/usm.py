@@ -182,6 +182,19 @@ def usm_tensors(q: Optional[Any] = None) -> Iterator[Any]:
         alloc.hx_usm_alloc_pop(ctypes.c_void_p(previous))
 
 
+def usm_tensors_process_wide() -> None:
+    """:func:`usm_tensors` for the rest of the process (``HALIDE_XPU_USM_TENSORS=1`` at ``import torch``): every CPU
+    tensor is USM shared memory of the default queue, so code that allocates its own tensors (PyTorch's test
+    suites) runs on the ``sycl`` emulation target."""
+    global _process_wide
+    if _process_wide is None:
+        _process_wide = usm_tensors(default_queue())
+        _process_wide.__enter__()
+
+
+_process_wide: Optional[Any] = None
+
+
 def live_usm_tensors() -> int:
     """How many USM allocations made by :func:`usm_tensors` are alive."""
     return int(_allocator_library().hx_usm_alloc_live())
