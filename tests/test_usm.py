@@ -185,3 +185,25 @@ def test_fake_xpu_cpp_wrapper_codegen(monkeypatch: pytest.MonkeyPatch, torch_wri
     for name, _ in calls:  # defined in the header: the built library's hx_launch, the queue as user_context
         assert re.search(rf"static void {name}\(.*void\* stream\) {{", code), name
     assert "triton" not in code.lower() and "cpp_fused" not in code
+
+
+@needs_sycl
+def test_usm_tensors_process_wide() -> None:
+    """``HALIDE_XPU_USM_TENSORS=1``: code that allocates its own CPU tensors (PyTorch's test suites) gets USM memory
+    from the first Dynamo import on, and runs on the sycl target without a scope."""
+    code = """
+import torch, torch._dynamo
+x = torch.randn(100)
+import halide_xpu
+from halide_xpu import usm
+torch._inductor.config.cpu_backend = "halide_xpu"
+halide_xpu.config.cpu_target = "sycl"
+y = torch.compile(lambda x: x.sin() + 1)(x)
+assert usm.pointer_kind(x.data_ptr()) == "shared" and usm.pointer_kind(y.data_ptr()) == "shared"
+torch.testing.assert_close(y, x.sin() + 1)
+assert usm.counters()["launches"] >= 1
+print("ok")
+"""
+    env = dict(__import__("os").environ, HALIDE_XPU_USM_TENSORS="1")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]
