@@ -183,7 +183,7 @@ def usm_tensors(q: Optional[Any] = None) -> Iterator[Any]:
 
 
 def usm_tensors_process_wide() -> None:
-    """:func:`usm_tensors` for the rest of the process (``HALIDE_XPU_USM_TENSORS=1`` at ``import torch``): every CPU
+    """:func:`usm_tensors` for the rest of the process (``HALIDE_XPU_USM_TENSORS=1``, registration.py): every CPU
     tensor is USM shared memory of the default queue, so code that allocates its own tensors (PyTorch's test
     suites) runs on the ``sycl`` emulation target."""
     global _process_wide

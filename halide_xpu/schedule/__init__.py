@@ -121,7 +121,7 @@ def private_points(plan: Plan, meta: KernelMeta) -> bool:
 def _snapshot_inputs(rec: Recorder, plan: Plan, meta: KernelMeta, in_registers: bool) -> list[hl.Func]:
     """Inputs an output overwrites (``KernelMeta.snapshots``) are read through a copy made before any output; on
     GPUs copies of one static shape share one kernel (AdamW's three state tensors: one launch, not three).
-    ``in_registers``: the copies are only made here, each work-item's part of them later (``_registers``)."""
+    ``in_registers``: the copies are only made here, each work-item's part of them later (``_fused_in_registers``)."""
     copies, shapes, names = [], [], []
     for name in meta.snapshots:
         param = _param(plan, name)
