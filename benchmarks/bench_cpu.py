@@ -11,7 +11,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 _TMP = tempfile.mkdtemp(prefix="hx-bench-")
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(_TMP, "inductor"))  # cold Inductor caches
@@ -54,6 +54,20 @@ def per_call_us(fn: Callable[[], Any], min_time: float) -> float:
             fn()
         runs.append((time.perf_counter() - t0) / n)
     return min(runs) * 1e6  # the least-disturbed run: this shared 2-core machine is noisy
+
+
+def bound_inductor(knobs: dict[str, Any], cpu_target: Optional[str] = None) -> Callable[..., Any]:
+    """A ``torch.compile`` backend: Inductor with ``knobs`` (and halide-xpu's ``cpu_target``) bound, so a graph Dynamo
+    compiles again later, while another backend's knobs are set, keeps its backend (benchmarks that alternate
+    backends: Dynamo recompiled bench_wrapper's chains once the next backend was compiled)."""
+    from torch._inductor.compile_fx import compile_fx
+
+    def compile(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        if cpu_target is not None:
+            halide_xpu.config.cpu_target = cpu_target
+        return compile_fx(gm, example_inputs, config_patches=knobs)
+
+    return compile
 
 
 def tolerance(dtype: torch.dtype) -> dict[str, float]:

@@ -27,7 +27,7 @@ from torch._inductor.utils import run_and_get_code
 import halide_xpu
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_cpu import per_call_us  # noqa: E402
+from bench_cpu import bound_inductor, per_call_us  # noqa: E402
 
 STEPS = (1, 9)
 
@@ -68,18 +68,6 @@ def backend(device: str, name: str, cpp_wrapper: bool) -> Iterator[tuple[dict[st
         yield knobs, move
 
 
-def _inductor(knobs: dict[str, Any], cpu_target: str) -> Callable[..., Any]:
-    """Inductor with this backend's configuration bound: a graph Dynamo recompiles later, while another backend's
-    knobs are set, still gets this backend (Dynamo recompiled the chains once the next backend was compiled)."""
-    from torch._inductor.compile_fx import compile_fx
-
-    def compile(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
-        halide_xpu.config.cpu_target = cpu_target
-        return compile_fx(gm, example_inputs, config_patches=knobs)
-
-    return compile
-
-
 def _scope(device: str, name: str) -> Any:
     """What a call needs at run time (the sycl emulation's USM allocator), nothing else."""
     if device == "cpu" and name == "sycl":
@@ -99,7 +87,7 @@ def prepare(device: str, name: str, cpp_wrapper: bool, numel: int) -> tuple[dict
         for steps in STEPS:
             halide_xpu.stats.reset()
             fn = torch.compile(chain(steps, f"{name}_{row['wrapper']}_{steps}"), fullgraph=True,
-                               backend=_inductor(knobs, halide_xpu.config.cpu_target))
+                               backend=bound_inductor(knobs, halide_xpu.config.cpu_target))
             out, codes = run_and_get_code(fn, x)
             torch.testing.assert_close(out, chain(steps, "eager")(x), rtol=1e-4, atol=1e-6)
             pattern = r"\b(?:cpp_fused|triton_\w+|halide_xpu_kernel)_\w*\d+\b"

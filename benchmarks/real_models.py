@@ -30,6 +30,9 @@ import torch.nn.functional as F  # noqa: E402
 import halide_xpu  # noqa: E402
 from halide_xpu import stats  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_cpu import bound_inductor  # noqa: E402
+
 # norm-wise relative error allowed against eager in the same dtype (bf16: two roundings of every intermediate)
 TOLERANCE = {torch.float32: 2e-3, torch.bfloat16: 5e-2}
 
@@ -131,13 +134,6 @@ def _alternated_ms(fns: dict[str, Callable[[], Any]], device: str, reps: int, ro
         for name, fn in fns.items():
             best[name] = min(best.get(name, math.inf), _time_ms(fn, device, reps))
     return best
-
-
-def _bound_inductor(knobs: dict[str, Any]) -> Callable[..., Any]:
-    """Inductor with ``knobs`` bound: a graph Dynamo compiles again later (another backend's turn) keeps its backend."""
-    from torch._inductor.compile_fx import compile_fx
-
-    return lambda gm, example_inputs: compile_fx(gm, example_inputs, config_patches=knobs)
 
 
 def _backend_config(backend: str, device: str) -> dict[str, Any]:
@@ -247,7 +243,7 @@ def run_case(name: str, build: Callable, dtype: torch.dtype, mode: str, device: 
         m = copy.deepcopy(model)
         try:
             with torch._inductor.config.patch(_backend_config(backend, device)):
-                fn = runner(m, _bound_inductor(_backend_config(backend, device)))
+                fn = runner(m, bound_inductor(_backend_config(backend, device)))
                 if tables is not None:
                     from torch._inductor.utils import run_and_get_code
 

@@ -64,15 +64,15 @@ def _lower(tmp: Path) -> Callable[[Any, list, Any], None]:
     return lambda p, a, t: p.compile_to_lowered_stmt(str(tmp / "twin.stmt"), a, hl.StmtOutputFormat.Text, t)
 
 
-def _cuda_twins(fn: Callable[..., Any], args: tuple, monkeypatch: pytest.MonkeyPatch,
-                tmp: Path) -> list[tuple[Any, str, list[str], str]]:
-    """Compile ``fn`` on the host target and each of its kernels again for CUDA with H100 caps:
-    [(meta, source, schedule lines, variant)]."""
+def _cuda_twins(fn: Callable[..., Any], args: tuple, monkeypatch: pytest.MonkeyPatch, tmp: Path,
+                lower: Callable[[Any, list, Any], None] | None = None) -> list[tuple[Any, str, list[str], str]]:
+    """Compile ``fn`` on the host target and each of its kernels again for CUDA with H100 caps (through ``lower``,
+    default ``_lower``): [(meta, source, schedule lines, variant)]."""
     twins, build = [], compiler.build
 
     def capture(meta, source, workdir, caps=None):
         cuda = dataclasses.replace(meta, target="cuda", device_type="cuda", halide_target=CUDA_TARGET)
-        _, lines, variant = compiler.compile_scheduled(cuda, source, _lower(tmp), H100)
+        _, lines, variant = compiler.compile_scheduled(cuda, source, lower or _lower(tmp), H100)
         twins.append((meta, source, lines, variant))
         return build(meta, source, workdir, caps)
 
@@ -152,9 +152,8 @@ def _twin_launches(fn: Callable[..., Any], args: tuple, monkeypatch: pytest.Monk
         lower(p, a, t)
         counts.append((tmp / "twin.stmt").read_text(errors="replace").count("halide_cuda_run("))
 
-    monkeypatch.setattr(sys.modules[__name__], "_lower", lambda _tmp: count)
-    twins = _cuda_twins(fn, args, monkeypatch, tmp)
-    return [(variant, n) for (_, _, _, variant), n in zip(twins, counts[-len(twins):])]
+    twins = _cuda_twins(fn, args, monkeypatch, tmp, count)
+    return [(variant, n) for (_, _, _, variant), n in zip(twins, counts)]
 
 
 def test_norm_forward_saved_stats_one_kernel(monkeypatch, tmp_path):
