@@ -176,11 +176,28 @@ class HalideXpuKernel(HalideKernel):
     def reduction(self, dtype, src_dtype, reduction_type, value):  # type: ignore[override]
         if reduction_type in ("argmax", "argmin") and self.reduction_renames and not isinstance(value, tuple):
             result = self._arg_reduction(src_dtype, reduction_type, value)
+        elif dtype == torch.bool and reduction_type in ("any", "max", "min") and not isinstance(value, tuple):
+            return self._bool_reduction(reduction_type, value)  # its int32 accumulator is the reduction Func
         else:
             result = super().reduction(dtype, src_dtype, reduction_type, value)
         for var in result if isinstance(result, tuple) else (result,):
             if isinstance(var, HalideCSEVariable) and var.name not in self.reduction_funcs:
                 self.reduction_funcs.append(var.name)
+        return result
+
+    def _bool_reduction(self, reduction_type: str, value: Any) -> Any:
+        """any / max / min of bools as an int32 max / min of 0 and 1, tested ``> 0`` (an empty any is False, an
+        empty min True): a 1-byte accumulator beside 4-byte ones sent every work-group's partials to global
+        scratch (``separate_local_widths``; BERT's masked softmax: the ``any`` of ``_safe_softmax``)."""
+        cache_key = (torch.bool, reduction_type, value)
+        if cache_key in self.cse.reduction_cache:
+            return self.cse.reduction_cache[cache_key]
+        wide = self.genfunc(f"hl.cast(hl.Int(32), {value})", value.used_dims, shape=value.shape)
+        acc = super().reduction(torch.int32, torch.int32, "min" if reduction_type == "min" else "max", wide)
+        if acc.name not in self.reduction_funcs:
+            self.reduction_funcs.append(acc.name)
+        result = self.genfunc(f"{acc} > 0", acc.used_dims, shape=acc.shape)
+        self.cse.reduction_cache[cache_key] = result
         return result
 
     def _arg_reduction(self, src_dtype: torch.dtype, reduction_type: str, value: Any) -> Any:

@@ -47,9 +47,11 @@ def gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     _stage_rows(rec, plan, o, row, wg, row_vec, staged)
     names = [v.name() for v in o.args()]
     twins = [t for t in plan.outputs() if t is not o and [v.name() for v in t.args()] == names]
-    for twin in twins:  # same-shaped outputs (var_mean's mean and var): the same loops, fused with the primary's
-        rec(twin, twin.name(), "compute_with", o, _row_loops(rec, twin, [v for v in twin.args() if not plan.is_reduction_var(v)],
-                                                             [v for v in twin.args() if plan.is_reduction_var(v)], wg))
+    for twin in twins:  # same-shaped outputs (var_mean's mean and var, a residual sum beside its norm): the
+        # primary's loops, named as its (compute_with matches loops by name)
+        twin_row = _row_loops(rec, twin, [v for v in twin.args() if not plan.is_reduction_var(v)],
+                              [v for v in twin.args() if plan.is_reduction_var(v)], wg, row_vec if in_row else 1, label)
+        rec(twin, twin.name(), "compute_with", o, twin_row)
     row_names = [v.name() for v in rows]
     # per-row results (a norm's saved mean and rstd) written by one work-item of o's work-group, where the
     # work-items run along a stride-1 row (a BERT bias gradient's kernel, rows strided by 768, took 3.5 ms so)
@@ -79,28 +81,33 @@ def gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     _schedule_others(rec, plan, o, spec, skip=twins + per_row)
 
 
-def _row_loops(rec: Recorder, o: hl.Func, rows: list[hl.Var], in_row: list[hl.Var], wg: int, vec: int = 1) -> hl.Var:
+def _row_loops(rec: Recorder, o: hl.Func, rows: list[hl.Var], in_row: list[hl.Var], wg: int, vec: int = 1,
+               names: Optional[str] = None) -> hl.Var:
     """One work-group per row of ``o`` (rows fused), work-items striding along the row when ``o`` spans it,
-    each taking ``vec`` adjacent elements (one vector load/store)."""
+    each taking ``vec`` adjacent elements (one vector load/store); new loops named after ``names`` (default ``o``)."""
     label = o.name()
-    row = fuse_all(rec, o, rows, f"{label}_row") if len(rows) > 1 else rows[0]
+    prefix = names or label
+    row = fuse_all(rec, o, rows, label, f"{prefix}_row") if len(rows) > 1 else rows[0]
     if in_row:
-        x = fuse_all(rec, o, in_row, f"{label}_col") if len(in_row) > 1 else in_row[0]
-        _row_threads(rec, o, label, x, [row], wg, vec)
+        x = fuse_all(rec, o, in_row, label, f"{prefix}_col") if len(in_row) > 1 else in_row[0]
+        _row_threads(rec, o, label, x, [row], wg, vec, prefix)
         rec(o, label, "gpu_blocks", row)
     else:
         rec(o, label, "gpu_blocks", row)
     return row
 
 
-def _row_threads(rec: Recorder, f: hl.Func, label: str, x: hl.Var, outer: list[hl.Var], wg: int, vec: int) -> hl.Var:
-    """Split ``x`` into ``vec``-wide vectors dealt round-robin to ``wg`` work-items; returns the serial step Var."""
+def _row_threads(rec: Recorder, f: hl.Func, label: str, x: hl.Var, outer: list[hl.Var], wg: int, vec: int,
+                 prefix: Optional[str] = None) -> hl.Var:
+    """Split ``x`` into ``vec``-wide vectors dealt round-robin to ``wg`` work-items; returns the serial step Var.
+    New loops are named ``<prefix>_...`` (default ``label``)."""
+    prefix = prefix or label
     lanes = None
     if vec > 1:
-        xv, lanes = hl.Var(f"{label}_v"), hl.Var(f"{label}_lanes")
+        xv, lanes = hl.Var(f"{prefix}_v"), hl.Var(f"{prefix}_lanes")
         rec(f, label, "split", x, xv, lanes, vec, GUARD)
         x = xv
-    xo, xi = hl.Var(f"{label}_step"), hl.Var(f"{label}_wi")
+    xo, xi = hl.Var(f"{prefix}_step"), hl.Var(f"{prefix}_wi")
     rec(f, label, "split", x, xo, xi, wg, GUARD)
     rec(f, label, "reorder", *([lanes] if lanes is not None else []), xo, xi, *outer)
     rec(f, label, "gpu_threads", xi)
