@@ -109,8 +109,12 @@ def main() -> int:
                 for mode in args.modes.split(","):
                     case = f"{model} {dtype} {mode}"
                     print(f"== {case}", flush=True)
-                    found[case] = sweep(model, getattr(torch, dtype), mode, args.batch, args.seq, Path(tmp),
-                                        Path(args.dump) if args.dump else None)
+                    try:
+                        found[case] = sweep(model, getattr(torch, dtype), mode, args.batch, args.seq, Path(tmp),
+                                            Path(args.dump) if args.dump else None)
+                    except Exception as e:  # noqa: BLE001 (a step that fails here is reported, the sweep goes on)
+                        print(f"   FAILED {case}: {type(e).__name__}: {str(e)[-300:]}", flush=True)
+                        found[case] = []
     staged = [(c, r) for c, rows in found.items() for r in rows if r["rejected"] or r["launches"] > 1]
     print(f"\n{sum(map(len, found.values()))} kernels; {len(staged)} with a rejected variant or several launches:")
     for case, r in staged:

@@ -31,9 +31,25 @@ def _channels_last_slice() -> torch.Tensor:
     return torch.randn(4, 64, 60, 30).to(memory_format=torch.channels_last)[:, :, :50, :]
 
 
+@pytest.mark.parametrize("shape", [(4, 512, 768), (2, 3, 128, 64)])
+def test_batched_transpose_tiled(shape, monkeypatch, tmp_path):
+    """A transpose with batch dims (BERT's key for q @ k^T: 3.4x Triton read strided on the H100) is tiled through
+    local memory like a 2-D one, the batch dims as a block dim."""
+    monkeypatch.setattr(__import__("halide_xpu").config, "cache_dir", str(tmp_path))
+    twins = _cuda_twins(lambda x: (x.transpose(-1, -2) * 0.5).contiguous(), (torch.randn(*shape),), monkeypatch, tmp_path)
+    assert len(twins) == 1 and any("_tile.compute_at" in line for line in twins[0][2]), twins[0][2]
+
+
 def _masked_softmax(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """SDPA's math path: a softmax whose fully masked rows give 0 (``_safe_softmax``: an ``any`` over each row)."""
     return torch.ops.aten._safe_softmax(x + mask, -1)
+
+
+def _residual_norm(x: torch.Tensor, e: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    h = x + e
+    mean = h.mean(-1, keepdim=True)
+    rstd = torch.rsqrt(((h - mean) ** 2).mean(-1, keepdim=True) + 1e-5)
+    return h, (h - mean) * rstd * w, mean, rstd
 
 
 CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple]]] = {
@@ -50,9 +66,14 @@ CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple]]] = {
                                lambda: (torch.randn(4099), torch.randn(4099))),
     "masked_softmax": (_masked_softmax, lambda: (torch.randn(2, 3, 40, 40),
                                                  torch.where(torch.rand(2, 1, 40, 40) < 0.5, float("-inf"), 0.0))),
-    # a residual sum and its LayerNorm, both outputs over (batch, tokens, features): the sum in the norm's loops
-    "residual_norm_twins": (lambda x, e, w: (x + e, F.layer_norm(x + e, (x.shape[-1],), w)),
-                            lambda: (torch.randn(2, 37, 200), torch.randn(37, 200), torch.randn(200))),
+    # attention's key transposed for q @ k^T (batch, tokens, features) -> (batch, features, tokens), scaled; and
+    # one with two batch dims (both fused into one block dim of the tiled transpose)
+    "transpose_3d": (lambda x: (x.transpose(1, 2) * 0.35).contiguous(), lambda: (torch.randn(4, 50, 72),)),
+    "transpose_4d": (lambda x: (x.transpose(-1, -2) + 1).contiguous(), lambda: (torch.randn(2, 3, 70, 33),)),
+    # a residual sum and its training LayerNorm (saved mean and rstd), all outputs over (batch, tokens): computed
+    # together, the rows a grid of work-groups (over one fused row Var each group staged all 4 x 128 rows: the
+    # Intel OpenCL CPU device refused the launch)
+    "residual_norm_twins": (_residual_norm, lambda: (torch.randn(4, 128, 256), torch.randn(128, 256), torch.randn(256))),
 }
 
 
@@ -190,9 +211,14 @@ def test_residual_norm_twin_outputs_one_kernel(monkeypatch, tmp_path):
         h = x + e
         return h, torch.nn.functional.layer_norm(h, (h.shape[-1],), w)
 
-    found = _twin_launches(block, (torch.randn(4, 64, 768), torch.randn(64, 768), torch.randn(768)),
-                           monkeypatch, tmp_path)
-    assert found == [("fused", 1)], found
+    for fn in (block, _residual_norm):
+        found = _twin_launches(fn, (torch.randn(4, 128, 768), torch.randn(128, 768), torch.randn(768)),
+                               monkeypatch, tmp_path)
+        assert found == [("fused", 1)], found
+        # each work-group stages its own row, not every row of a fused row dim (925 KB)
+        launch = re.search(r"halide_cuda_run\([^,]+, \"[^\"]+\", (?:[^,]+, ){6}([^,]+),",
+                           (tmp_path / "twin.stmt").read_text(errors="replace"))
+        assert launch and eval(launch.group(1)) <= 48 * 1024, launch and launch.group(1)  # noqa: S307 (Halide's)
 
 
 def test_masked_softmax_partials_in_local_memory(monkeypatch, tmp_path):

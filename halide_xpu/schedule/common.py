@@ -20,6 +20,7 @@ _REF = re.compile(r"\b(tmp\d+)\[")
 _FAST_TRANSCENDENTAL = re.compile(r"\bhx\.cuda_exp\(")
 _TO_HALF = re.compile(r"\bhl\.cast\(hl\.Float\(16\)")
 _LOAD = re.compile(r"\b(in_ptr\d+)\[([^,\]]+)[,\]]")
+_INDEX = re.compile(r"\b(in_ptr\d+)\[([^\[\]]+)\]")  # a load's whole index list (none nested)
 # Bytes every GPU launch adds to a work-group's local memory for Halide 21's uncounted padding (compiler.py's launch
 # wrappers; native/usm_device.cpp's hx_local_bytes adds the same); schedules budget local memory less this
 LOCAL_SLACK = 256
@@ -222,16 +223,27 @@ class Plan:
         return [self.funcs[n] for n in self.meta.outputs]
 
     def transposed_inputs(self, x: hl.Var, y: hl.Var) -> list[Any]:
-        """2-D inputs read along ``y`` at their stride-1 dim while the output runs along ``x`` (a transpose)."""
+        """Inputs read along ``y`` at their stride-1 dim while the output runs along ``x`` (a transpose): 2-D ones,
+        and N-D ones indexed ``[y, x, others...]`` (attention's heads: (batch, tokens, heads, dim) to (batch, heads,
+        tokens, dim)), the other dims indexed by neither ``x`` nor ``y``."""
         found = []
+        mentions = lambda v, text: re.search(rf"\b{v.name()}\b", text) is not None  # noqa: E731
         for m in _LOAD.finditer(self.source):
             name, first = m.group(1), m.group(2)
             param = self.funcs.get(name + STORAGE_SUFFIX, self.funcs.get(name))
             stride1 = re.search(rf"^\s*{name}(?:{STORAGE_SUFFIX})?\.dim\(0\)\.set_bounds\([^)]*\)\.set_stride\(1\)", self.source, re.M)
-            if (isinstance(param, hl.ImageParam) and param.dimensions() == 2 and stride1
-                    and re.search(rf"\b{y.name()}\b", first) and not re.search(rf"\b{x.name()}\b", first)
+            if not (isinstance(param, hl.ImageParam) and stride1 and mentions(y, first) and not mentions(x, first)
                     and all(p is not param for p in found)):
-                found.append(param)
+                continue
+            if param.dimensions() > 2:
+                full = _INDEX.match(self.source, m.start())
+                dims = [d.strip() for d in full.group(2).split(",")] if full else []
+                if (len(dims) != param.dimensions() or not mentions(x, dims[1]) or mentions(y, dims[1])
+                        or any(mentions(x, d) or mentions(y, d) for d in dims[2:])):
+                    continue
+            elif param.dimensions() != 2:
+                continue
+            found.append(param)
         return found
 
     def reductions(self) -> list[hl.Func]:

@@ -43,24 +43,33 @@ def gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         wg = spec.get("wg_row_staged", 512) if inputs_only else spec.get("wg_row", 256)
     if ext is not None:  # no idle work-items: a row of 1024 takes 256 work-items of 4 lanes, not 512
         wg = max(plan.min_wg, min(wg, pow2_floor(ext // (row_vec if in_row or staged else 1))))
-    row = _row_loops(rec, o, rows, in_row, wg, row_vec if in_row else 1)
-    _stage_rows(rec, plan, o, row, wg, row_vec, staged)
     names = [v.name() for v in o.args()]
     twins = [t for t in plan.outputs() if t is not o and [v.name() for v in t.args()] == names]
-    for twin in twins:  # same-shaped outputs (var_mean's mean and var, a residual sum beside its norm): the
-        # primary's loops, named as its (compute_with matches loops by name)
-        twin_row = _row_loops(rec, twin, [v for v in twin.args() if not plan.is_reduction_var(v)],
-                              [v for v in twin.args() if plan.is_reduction_var(v)], wg, row_vec if in_row else 1, label)
-        rec(twin, twin.name(), "compute_with", o, twin_row)
     row_names = [v.name() for v in rows]
     # per-row results (a norm's saved mean and rstd) written by one work-item of o's work-group, where the
     # work-items run along a stride-1 row (a BERT bias gradient's kernel, rows strided by 768, took 3.5 ms so)
     along = any(plan.is_contiguous(v) for v in in_row)
     per_row = [t for t in plan.outputs() if along and t is not o and all(t is not w for w in twins)
                and [v.name() for v in t.args()] == row_names]
+    # outputs computed with o over several row dims keep them as a grid of work-groups: over a fused row Var,
+    # Halide bounded every stage of the group over the whole of each row dim (GPT-2's embedding + LayerNorm at
+    # 4 x 128 rows: 925 KB of local memory per work-group, CL_OUT_OF_RESOURCES)
+    grid = bool(twins or per_row) and len(rows) > 1
+    if grid and len(rows) > 3:
+        raise NotApplicable("outputs computed together over more than 3 row dims (a GPU grid has 3)")
+    row = _row_loops(rec, o, rows, in_row, wg, row_vec if in_row else 1, grid=grid)
+    _stage_rows(rec, plan, o, row, wg, row_vec, staged)
+    for twin in twins:  # same-shaped outputs (var_mean's mean and var, a residual sum beside its norm): the
+        # primary's loops, named as its (compute_with matches loops by name)
+        twin_row = _row_loops(rec, twin, [v for v in twin.args() if not plan.is_reduction_var(v)],
+                              [v for v in twin.args() if plan.is_reduction_var(v)], wg, row_vec if in_row else 1,
+                              label, grid)
+        rec(twin, twin.name(), "compute_with", o, twin_row)
     for r in per_row:
-        rv = fuse_all(rec, r, list(r.args()), f"{label}_row") if len(rows) > 1 else r.args()[0]
-        rec(r, r.name(), "gpu_blocks", rv)
+        if grid:
+            rec(r, r.name(), "gpu_blocks", *r.args())
+        else:
+            rec(r, r.name(), "gpu_blocks", r.args()[0])
         rec(r, r.name(), "compute_with", o, row)
     for f in plan.reductions():
         rec(f, f.name(), "compute_at", o, row)
@@ -82,19 +91,18 @@ def gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
 
 
 def _row_loops(rec: Recorder, o: hl.Func, rows: list[hl.Var], in_row: list[hl.Var], wg: int, vec: int = 1,
-               names: Optional[str] = None) -> hl.Var:
-    """One work-group per row of ``o`` (rows fused), work-items striding along the row when ``o`` spans it,
-    each taking ``vec`` adjacent elements (one vector load/store); new loops named after ``names`` (default ``o``)."""
+               names: Optional[str] = None, grid: bool = False) -> hl.Var:
+    """One work-group per row of ``o`` (rows fused, or with ``grid`` a grid over up to 3 row dims), work-items
+    striding along the row when ``o`` spans it, each taking ``vec`` adjacent elements (one vector load/store); new
+    loops named after ``names`` (default ``o``). Returns the innermost work-group Var."""
     label = o.name()
     prefix = names or label
-    row = fuse_all(rec, o, rows, label, f"{prefix}_row") if len(rows) > 1 else rows[0]
+    blocks = list(rows) if grid else [fuse_all(rec, o, rows, label, f"{prefix}_row") if len(rows) > 1 else rows[0]]
     if in_row:
         x = fuse_all(rec, o, in_row, label, f"{prefix}_col") if len(in_row) > 1 else in_row[0]
-        _row_threads(rec, o, label, x, [row], wg, vec, prefix)
-        rec(o, label, "gpu_blocks", row)
-    else:
-        rec(o, label, "gpu_blocks", row)
-    return row
+        _row_threads(rec, o, label, x, blocks, wg, vec, prefix)
+    rec(o, label, "gpu_blocks", *blocks)
+    return blocks[0]
 
 
 def _row_threads(rec: Recorder, f: hl.Func, label: str, x: hl.Var, outer: list[hl.Var], wg: int, vec: int,

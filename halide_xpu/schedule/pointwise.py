@@ -41,8 +41,8 @@ def schedule_output(rec: Recorder, plan: Plan, out: hl.Func, spec: ScheduleSpec)
     # (a second output or a reduction would read the wrapper outside this output's loops: matrix_exp backward)
     alone = len(plan.meta.outputs) == 1 and not plan.meta.reductions
     staged = plan.transposed_inputs(args[0], transposed[0]) if transposed and spec.get("tile", 32) and alone else []
-    if staged and len(args) == 2:
-        return _gpu_tiled(rec, out, label, args[0], transposed[0], staged, spec)
+    if staged:
+        return _gpu_tiled(rec, out, label, args, transposed[0], staged, spec)
     fused = fuse_all(rec, out, args, label) if len(args) > 1 else args[0]
     if plan.caps.gpu:
         return _gpu(rec, out, label, fused, n, spec if plan.gpu_vectors else spec.with_params(vector=1))
@@ -81,16 +81,23 @@ def _host_tiled(rec: Recorder, out: hl.Func, label: str, x: hl.Var, y: hl.Var, s
     return yo
 
 
-def _gpu_tiled(rec: Recorder, out: hl.Func, label: str, x: hl.Var, y: hl.Var, inputs: list[Any], spec: ScheduleSpec) -> hl.Var:
-    """A transpose on GPU: ``tile``-square tiles per work-group of ``tile`` x 8 work-items; each transposed input's
-    tile is read coalesced (along its own stride-1 dim) into local memory, then written coalesced along ``x``. The
-    per-work-item row loops are unrolled so all of a work-item's loads are in flight at once."""
+def _gpu_tiled(rec: Recorder, out: hl.Func, label: str, args: list[hl.Var], y: hl.Var, inputs: list[Any],
+               spec: ScheduleSpec) -> hl.Var:
+    """A transpose on GPU: ``tile``-square tiles of (``x`` = ``args[0]``, ``y``) per work-group of ``tile`` x 8
+    work-items, the other dims fused into a third block dim; each transposed input's tile is read coalesced (along
+    its own stride-1 dim) into local memory, then written coalesced along ``x``. The per-work-item row loops are
+    unrolled so all of a work-item's loads are in flight at once."""
     tile, rows = spec.get("tile", 32), 8
+    x = args[0]
+    others = [v for v in args[1:] if v.name() != y.name()]
     xo, yo, xi, yi, yt, yl = (hl.Var(f"{label}_{n}") for n in ("xo", "yo", "xi", "yi", "yt", "yl"))
     rec(out, label, "tile", x, y, xo, yo, xi, yi, tile, tile, GUARD)
     rec(out, label, "split", yi, yt, yl, tile // rows, GUARD)
-    rec(out, label, "reorder", yl, xi, yt, xo, yo)
-    rec(out, label, "gpu_blocks", xo, yo)
+    rec(out, label, "reorder", yl, xi, yt, xo, yo, *others)
+    if others:  # (batch, heads) of an attention transpose: one block dim
+        rec(out, label, "gpu_blocks", xo, yo, fuse_all(rec, out, others, label, f"{label}_z") if len(others) > 1 else others[0])
+    else:
+        rec(out, label, "gpu_blocks", xo, yo)
     rec(out, label, "gpu_threads", xi, yt)
     if spec.get("unroll_tile", 1):
         rec(out, label, "unroll", yl)
