@@ -12,9 +12,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from torch._inductor.utils import run_and_get_code
+
 from halide_xpu import compiler
 
-from conftest import compile_and_check, on_target
+from conftest import KERNEL_CALL, compile_and_check, on_target
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 from replay_kernel import CUDA_TARGET, H100, load_meta  # noqa: E402  (the CUDA twin: H100 caps, no GPU needed)
@@ -38,6 +40,43 @@ def test_batched_transpose_tiled(shape, monkeypatch, tmp_path):
     monkeypatch.setattr(__import__("halide_xpu").config, "cache_dir", str(tmp_path))
     twins = _cuda_twins(lambda x: (x.transpose(-1, -2) * 0.5).contiguous(), (torch.randn(*shape),), monkeypatch, tmp_path)
     assert len(twins) == 1 and any("_tile.compute_at" in line for line in twins[0][2]), twins[0][2]
+
+
+def _lm_loss(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """GPT-2's loss: next-token targets, ignored positions (its mean and count are (1,)-shaped outputs)."""
+    return F.cross_entropy(x[:, :-1].reshape(-1, x.shape[-1]), t[:, 1:].reshape(-1), ignore_index=-100)
+
+
+def test_lm_loss_forward_backward(target):
+    """The loss's sum and count end in one work-group with both single-point outputs (were 12 launches on CUDA:
+    a (1,)-shaped output was not taken for a scalar), forward and backward equal to eager."""
+    torch.manual_seed(0)
+    t = torch.randint(0, 50, (4, 129))
+    t[0, 5:40] = -100
+    x, t = on_target((torch.randn(4, 129, 50), t))
+    ref_x = x.detach().clone().requires_grad_()
+    x.requires_grad_()
+    ref = _lm_loss(ref_x, t)
+    ref.backward()
+    compiled = torch.compile(_lm_loss)
+    got, codes = run_and_get_code(lambda: _backward(compiled(x, t)))
+    torch.testing.assert_close(got, ref.detach())
+    torch.testing.assert_close(x.grad, ref_x.grad)
+    assert KERNEL_CALL.search("\n".join(codes)), codes
+
+
+def _backward(loss: torch.Tensor) -> torch.Tensor:
+    loss.backward()
+    return loss.detach()
+
+
+def test_lm_loss_one_kernel(monkeypatch, tmp_path):
+    monkeypatch.setattr(__import__("halide_xpu").config, "cache_dir", str(tmp_path))
+    t = torch.randint(0, 50, (4, 129))
+    t[0, 5:40] = -100
+    # a training forward: the count is saved for the backward
+    found = _twin_launches(_lm_loss, (torch.randn(4, 129, 50, requires_grad=True), t), monkeypatch, tmp_path)
+    assert found and all(n == 1 for _, n in found), found
 
 
 def _masked_softmax(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -97,7 +136,7 @@ def _lower(tmp: Path) -> Callable[[Any, list, Any], None]:
 
 def _cuda_twins(fn: Callable[..., Any], args: tuple, monkeypatch: pytest.MonkeyPatch, tmp: Path,
                 lower: Callable[[Any, list, Any], None] | None = None) -> list[tuple[Any, str, list[str], str]]:
-    """Compile ``fn`` on the host target and each of its kernels again for CUDA with H100 caps (through ``lower``,
+    """Compile ``fn`` on the opencl target and each of its kernels again for CUDA with H100 caps (through ``lower``,
     default ``_lower``): [(meta, source, schedule lines, variant)]."""
     twins, build = [], compiler.build
 
@@ -112,7 +151,10 @@ def _cuda_twins(fn: Callable[..., Any], args: tuple, monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(torch._inductor.config, "cpu_backend", "halide_xpu")
     import halide_xpu
 
-    monkeypatch.setattr(halide_xpu.config, "cpu_target", "host")
+    # a device target's source, as CUDA gets it (bf16 as bits, indirect indices clamped: the host target's
+    # hl.require has no place in a CUDA kernel), without the error word CUDA kernels lack
+    monkeypatch.setattr(halide_xpu.config, "cpu_target", "opencl")
+    monkeypatch.setattr(halide_xpu.config, "device_checks", False)
     torch._dynamo.reset()
     torch.compile(fn)(*args)
     return twins

@@ -22,9 +22,9 @@ def gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     in_row = [v for v in args if plan.is_reduction_var(v)]
     rows = [v for v in args if not plan.is_reduction_var(v)]
     ext = reduction_extent(plan, o)
-    if not rows:
-        _gpu_full(rec, plan, o, spec)
-        _schedule_others(rec, plan, o, spec)
+    if not rows or (not in_row and _unit(plan, o)):  # a loss's (1,)-shaped mean is a scalar too
+        together = _gpu_full(rec, plan, o, spec)
+        _schedule_others(rec, plan, o, spec, skip=together)
         return
     if not in_row and not inner_reduction(plan):
         _gpu_outer(rec, plan, o, rows, spec)
@@ -174,16 +174,27 @@ def _gpu_full(rec: Recorder, plan: Plan, o: hl.Func, spec: ScheduleSpec) -> None
     work-groups of ``wg`` work-items stream the input coalesced (element ``(i * blocks + b) * wg + t`` goes to
     work-item ``t`` of group ``b``, loads unrolled into register partials), then each group folds its ``wg``
     partials in local memory to one value, stored once. Kernel 2 (one work-group): ``fold`` work-items each add
-    ``blocks / fold`` group results, one work-item adds those and writes the output."""
-    scalar = not o.args()
+    ``blocks / fold`` group results, one work-item adds those and writes the output. Other single-point outputs
+    (a loss's mean beside its count) are computed with ``o`` in that work-group; returns them."""
+    scalar = _unit(plan, o)
     blk = hl.Var(f"{o.name()}_blk")
+    together = [t for t in plan.outputs() if t is not o and not t.has_update_definition() and _unit(plan, t)]
     if scalar:  # one work-group for the final combine: the output and every reduction's last stage inside it
-        rec(o, o.name(), "split", hl.Var.outermost(), hl.Var.outermost(), blk, 1)
-        rec(o, o.name(), "gpu_blocks", blk)
+        for f in [o, *together]:
+            rec(f, f.name(), "split", hl.Var.outermost(), hl.Var.outermost(), blk, 1)
+            rec(f, f.name(), "gpu_blocks", blk)
+            if f is not o:
+                rec(f, f.name(), "compute_with", o, blk)
     for f in plan.reductions():
         gpu_full_reduce(rec, plan, f, spec, (o, blk) if scalar else None)
     if not scalar:
         pointwise.schedule_output(rec, plan, o, spec)
+    return together if scalar else []
+
+
+def _unit(plan: Plan, f: hl.Func) -> bool:
+    """Whether ``f`` has one point: 0-d, or every dim of static extent 1."""
+    return all(plan.var_extent(f, v) == 1 for v in f.args())
 
 
 def gpu_full_reduce(rec: Recorder, plan: Plan, f: hl.Func, spec: ScheduleSpec,
