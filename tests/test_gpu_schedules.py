@@ -105,6 +105,9 @@ CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple]]] = {
                                lambda: (torch.randn(4099), torch.randn(4099))),
     "masked_softmax": (_masked_softmax, lambda: (torch.randn(2, 3, 40, 40),
                                                  torch.where(torch.rand(2, 1, 40, 40) < 0.5, float("-inf"), 0.0))),
+    # a norm's weight and bias gradients: two column sums of one kernel, computed by the same work-items
+    "weight_bias_grads": (lambda g, x, y: (((g + y) * x).sum(0), (g + y).sum(0)),
+                          lambda: (torch.randn(600, 130), torch.randn(600, 130), torch.randn(600, 130))),
     # attention's key transposed for q @ k^T (batch, tokens, features) -> (batch, features, tokens), scaled; and
     # one with two batch dims (both fused into one block dim of the tiled transpose)
     "transpose_3d": (lambda x: (x.transpose(1, 2) * 0.35).contiguous(), lambda: (torch.randn(4, 50, 72),)),
@@ -171,6 +174,8 @@ def test_no_serial_device_reduction(case, monkeypatch, tmp_path):
     for meta, source, lines, variant in twins:
         assert variant != "gpu_safe", (case, lines)
         _assert_split(meta, source, lines)
+        if case in ("weight_bias_grads", "residual_norm_twins", "masked_softmax"):  # were staged: 8-12 launches
+            assert variant == "fused", (case, variant)
         if case == "multi_output_pointwise":
             assert variant == "pointwise_fused" and sum("compute_with" in l for l in lines) == len(meta.outputs) - 1
 

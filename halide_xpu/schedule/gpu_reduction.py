@@ -27,8 +27,7 @@ def gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         _schedule_others(rec, plan, o, spec, skip=together)
         return
     if not in_row and not inner_reduction(plan):
-        _gpu_outer(rec, plan, o, rows, spec)
-        _schedule_others(rec, plan, o, spec)
+        _schedule_others(rec, plan, o, spec, skip=_gpu_outer(rec, plan, o, rows, spec))
         return
     if few_long_rows(plan, o, rows):
         raise NotApplicable("fewer rows than compute units, each long: split across work-groups (staged)")
@@ -296,16 +295,24 @@ def _exact_blocks(target: int, ext: Optional[int], per_block: int) -> int:
     return target
 
 
-def _gpu_outer(rec: Recorder, plan: Plan, o: hl.Func, rows: list[hl.Var], spec: ScheduleSpec) -> None:
-    """Outer reduction: work-items across the contiguous kept dim (coalesced); long reductions split in chunks."""
+def _gpu_outer(rec: Recorder, plan: Plan, o: hl.Func, rows: list[hl.Var], spec: ScheduleSpec) -> list[hl.Func]:
+    """Outer reduction: work-items across the contiguous kept dim (coalesced); long reductions split in chunks.
+    Same-shaped outputs (a norm's weight and bias gradients) are computed with ``o`` by the same work-items;
+    returns them."""
     label, wg = o.name(), spec.get("wg", 256)
     x = next((v for v in rows if plan.is_contiguous(v)), rows[0])
     others = [v for v in rows if v.name() != x.name()]
     bx, tx = hl.Var(f"{label}_wg"), hl.Var(f"{label}_wi")
-    rec(o, label, "gpu_tile", x, bx, tx, wg, GUARD)
-    if others:
-        y = fuse_all(rec, o, others, f"{label}_row") if len(others) > 1 else others[0]
-        rec(o, label, "gpu_blocks", y)
+    names = [v.name() for v in o.args()]
+    twins = [t for t in plan.outputs()
+             if t is not o and not t.has_update_definition() and [v.name() for v in t.args()] == names]
+    for f in [o, *twins]:  # the loops of o, named as o's (compute_with matches them by name)
+        rec(f, f.name(), "gpu_tile", x, bx, tx, wg, GUARD)
+        if others:
+            y = fuse_all(rec, f, others, f.name(), f"{label}_row") if len(others) > 1 else others[0]
+            rec(f, f.name(), "gpu_blocks", y)
+        if f is not o:
+            rec(f, f.name(), "compute_with", o, tx)
     ext = reduction_size(plan)
     ncols = plan.var_extent(o, x)
     for f in plan.reductions():
@@ -317,6 +324,7 @@ def _gpu_outer(rec: Recorder, plan: Plan, o: hl.Func, rows: list[hl.Var], spec: 
         chunks = _column_chunks(rec, plan, f, ext, ncols, vec, wg, spec)
         if chunks:
             _final_unrolled(rec, f, chunks)
+    return twins
 
 
 def gpu_column_reduce(rec: Recorder, plan: Plan, f: hl.Func, spec: ScheduleSpec, shared: Optional[dict] = None) -> None:
