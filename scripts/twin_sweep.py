@@ -23,6 +23,7 @@ from replay_kernel import CUDA_TARGET, H100  # noqa: E402
 
 from halide_xpu import compiler  # noqa: E402
 
+DUMP_ALL = False  # --dump-all: every kernel's source, not only flagged ones
 _REJECTED = re.compile(r"schedule (\S+) rejected by Halide: (.*)", re.S)
 
 
@@ -64,7 +65,7 @@ def sweep(model: str, dtype: torch.dtype, mode: str, batch: int, seq: int, work:
             row.update(variant="error", launches=0, error=str(e)[-300:])
         row["rejected"] = list(handler.found)
         rows.append(row)
-        if dump is not None and (row["rejected"] or row["launches"] != 1):
+        if dump is not None and (DUMP_ALL or row["rejected"] or row["launches"] != 1):
             (dump / row["key"]).mkdir(parents=True, exist_ok=True)
             (dump / row["key"] / "kernel.py").write_text(source)
             (dump / row["key"] / "meta.repr").write_text(repr(cuda))
@@ -101,7 +102,10 @@ def main() -> int:
     p.add_argument("--seq", type=int, default=128)
     p.add_argument("--out", default=None, help="JSON file for all rows")
     p.add_argument("--dump", default=None, help="folder for the sources of flagged kernels")
+    p.add_argument("--dump-all", action="store_true", help="with --dump: every kernel's source")
     args = p.parse_args()
+    global DUMP_ALL
+    DUMP_ALL = args.dump_all
     found: dict[str, list] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for model in args.models.split(","):
