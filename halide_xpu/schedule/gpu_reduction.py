@@ -8,6 +8,8 @@ import halide as hl
 
 from ..meta import ScheduleSpec
 from . import pointwise
+from .gpu_groups import (place_on_threads, register_accumulators, rfactor_across, rfactor_fold,
+                         work_group_per_result)
 from .common import (GUARD, NotApplicable, LOCAL_SLACK, Plan, Recorder, fuse_all, inner_reduction, pow2_floor, primary_output,
                      fused_rvar, reduction_extent, reduction_size, total)
 
@@ -79,13 +81,13 @@ def gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         # 1.11x, but fp16 softmax 1.26x -> 1.42x: on for per-row results, off for rows the output spans
         unroll = 1 if lanes > 1 else spec.get("unroll_span", 0) if in_row else spec.get("unroll_row", 2)
         steps = -(-ext // (wg * lanes)) if ext is not None else 0
-        part, ro, u, rl = _rfactor_across(rec, f, wg, lanes)
-        serial = _register_accumulators(rec, part, ro, u, unroll if steps >= unroll > 1 and steps % unroll == 0 else 1,
+        part, ro, u, rl = rfactor_across(rec, f, wg, lanes)
+        serial = register_accumulators(rec, part, ro, u, unroll if steps >= unroll > 1 and steps % unroll == 0 else 1,
                                         (rl, lanes) if lanes > 1 else None)
-        _place_on_threads(rec, part, serial, u, (o, row))
-        fold = _rfactor_fold(rec, f, wg, spec.get("fold", 16))
+        place_on_threads(rec, part, serial, u, (o, row))
+        fold = rfactor_fold(rec, f, wg, spec.get("fold", 16))
         if fold is not None:
-            _place_on_threads(rec, fold[0], [fold[1]], fold[2], (o, row))
+            place_on_threads(rec, fold[0], [fold[1]], fold[2], (o, row))
     _schedule_others(rec, plan, o, spec, skip=twins + per_row)
 
 
@@ -238,7 +240,7 @@ def gpu_full_reduce(rec: Recorder, plan: Plan, f: hl.Func, spec: ScheduleSpec,
         glbl = f"{gl}.update()"
         # rfactors before the group's block loop, so the partials do not inherit it
         threads = rec(group.update(), glbl, "rfactor", rt, t)  # threads[b, t]: a strided serial sum
-        gfold = _rfactor_fold(rec, group, wg, width)
+        gfold = rfactor_fold(rec, group, wg, width)
         if single:  # group[0] inside the scalar output's work-group: no kernel of its own
             home = at
         else:  # group[b] is computed inside a wrapper's work-group: initialised and reduced in one kernel
@@ -250,22 +252,22 @@ def gpu_full_reduce(rec: Recorder, plan: Plan, f: hl.Func, spec: ScheduleSpec,
         tl = f"{name}_threads"
         steps = -(-ext // (blocks * wg * vec)) if ext is not None else None  # ro's extent
         unroll = unroll if ext is None or ext >= blocks * wg * unroll * vec else 1
-        if single and steps % unroll:  # _register_accumulators: unroll must divide ro's extent
+        if single and steps % unroll:  # register_accumulators: unroll must divide ro's extent
             unroll = 1
-        serial = _register_accumulators(rec, threads, ro, t, unroll, (rl, vec) if vec > 1 else None)
+        serial = register_accumulators(rec, threads, ro, t, unroll, (rl, vec) if vec > 1 else None)
         rec(threads, tl, "compute_at", *home)
         rec(threads, tl, "gpu_threads", t)
         rec(threads.update(), f"{tl}.update()", "reorder", *serial, t)
         rec(threads.update(), f"{tl}.update()", "gpu_threads", t)
         if gfold is not None:
-            _place_on_threads(rec, gfold[0], [gfold[1]], gfold[2], home)
+            place_on_threads(rec, gfold[0], [gfold[1]], gfold[2], home)
         if blocks > width:
             rbo, rbi, v = hl.RVar(f"{name}_rbo"), hl.RVar(f"{name}_rbi"), hl.Var(f"{name}_v")
             rec(f.update(), lbl, "split", rb, rbo, rbi, width, GUARD)
             last = rec(f.update(), lbl, "rfactor", rbi, v)  # last[v]: every width-th group result
             ll = f"{name}_last"
             if scalar:
-                _place_on_threads(rec, last, [rbo], v, at)
+                place_on_threads(rec, last, [rbo], v, at)
                 if -(-blocks // width) <= 8:  # each work-item's few group results: loads all in flight
                     rec(last.update(), f"{ll}.update()", "unroll", rbo)
             else:
@@ -428,7 +430,7 @@ def _final_over_chunks(rec: Recorder, plan: Plan, f: hl.Func, args: list[hl.Var]
     share of the chunks (unrolled: loads in flight), then a tree in local memory. Was one work-item per column
     over all chunks: 64 work-items each waiting on 1024 loads after ResNet's batch-norm column sums."""
     wg = max(plan.min_wg, min(spec.get("wg", 256), pow2_floor(chunks)))
-    _work_group_per_result(rec, f, args, wg, spec, unroll_share=-(-chunks // wg) <= 32)
+    work_group_per_result(rec, f, args, wg, spec, unroll_share=-(-chunks // wg) <= 32)
 
 
 SPLIT_ROW_MIN = 16384  # a row at least this long, in fewer rows than compute units, is split across work-groups
@@ -468,7 +470,7 @@ def gpu_row_reduce_split(rec: Recorder, plan: Plan, f: hl.Func, spec: ScheduleSp
     pargs = list(part.args())
     prow = fuse_all(rec, part, pargs, pl) if len(pargs) > 1 else pargs[0]
     rec(part, pl, "gpu_blocks", prow)
-    _work_group_per_result(rec, part, pargs, wg, spec, accumulators=unroll)
+    work_group_per_result(rec, part, pargs, wg, spec, accumulators=unroll)
     gpu_row_reduce(rec, plan, f, spec)  # the chunks of a row: its own work-group
     return True
 
@@ -480,97 +482,4 @@ def gpu_row_reduce(rec: Recorder, plan: Plan, f: hl.Func, spec: ScheduleSpec) ->
     rec(f, f.name(), "gpu_blocks", row)
     ext = reduction_extent(plan, f)
     wg = max(plan.min_wg, min(spec.get("wg", 128), pow2_floor(ext))) if ext else spec.get("wg", 128)
-    _work_group_per_result(rec, f, args, wg, spec)
-
-
-def _work_group_per_result(rec: Recorder, f: hl.Func, args: list[hl.Var], wg: int, spec: ScheduleSpec,
-                           accumulators: int = 1, unroll_share: bool = False) -> None:
-    """``f``'s update with one work-group per result (``args`` fused): each of ``wg`` work-items reduces a strided
-    share (with ``accumulators`` register partials, or its share's loop unrolled), then the partials fold in local
-    memory. Rows (``gpu_row_reduce``), a long row's chunks and the sums of chunks all take this form."""
-    # rfactor first: the partials must not inherit the update's block loops
-    split = _rfactor_across(rec, f, wg) if wg >= 2 else None
-    serial = [split[1]] if split is not None else []
-    if split is not None and accumulators > 1:
-        serial = _register_accumulators(rec, split[0], split[1], split[2], accumulators)
-    elif split is not None and unroll_share:
-        rec(split[0].update(), f"{split[0].name()}.update()", "unroll", split[1])
-    fold = _rfactor_fold(rec, f, wg, spec.get("fold", 16)) if split is not None else None
-    upd = f.update()
-    urow = fuse_all(rec, upd, args, f"{f.name()}_u") if len(args) > 1 else args[0]
-    rec(upd, f"{f.name()}.update()", "gpu_blocks", urow)
-    if split is not None:
-        _place_on_threads(rec, split[0], serial, split[2], (f, urow))
-    if fold is not None:
-        _place_on_threads(rec, fold[0], [fold[1]], fold[2], (f, urow))
-
-
-def _rfactor_across(rec: Recorder, f: hl.Func, wg: int, lanes: int = 1) -> tuple[hl.Func, hl.RVar, hl.Var, hl.RVar]:
-    """Split the reduction by ``wg`` (times ``lanes`` adjacent elements each) and rfactor: one partial per
-    work-item, each striding over the row. Returns (partials, stride RVar, work-item Var, lane RVar)."""
-    name, lbl = f.name(), f"{f.name()}.update()"
-    ro, ri, rw, rl = (hl.RVar(f"{name}_{n}") for n in ("ro", "ri", "rw", "rl"))
-    u = hl.Var(f"{name}_wi")
-    rec(f.update(), lbl, "split", f.rvars(0)[0], ro, ri, wg * lanes, GUARD)
-    if lanes > 1:
-        rec(f.update(), lbl, "split", ri, rw, rl, lanes, GUARD)
-        ri = rw
-    return rec(f.update(), lbl, "rfactor", ri, u), ro, u, rl
-
-
-def _register_accumulators(rec: Recorder, part: hl.Func, ro: hl.RVar, u: hl.Var, unroll: int,
-                           lanes: Optional[tuple[hl.RVar, int]] = None) -> list[hl.RVar]:
-    """Give work-item ``u`` of ``part`` ``unroll`` running partials (times a vector of ``lanes``) in registers —
-    its loads in flight together, vector loads, no local-memory store per element — added at the end. The
-    caller checks that ``unroll`` divides ``ro``'s extent. Returns the RVars ``part``'s update still loops over."""
-    name, lbl = part.name(), f"{part.name()}.update()"
-    pairs: list[tuple[hl.RVar, hl.Var]] = []
-    outer = ro
-    serial = [ro]
-    if unroll > 1:
-        roo, roi, k = hl.RVar(f"{name}_roo"), hl.RVar(f"{name}_roi"), hl.Var(f"{name}_k")
-        rec(part.update(), lbl, "split", ro, roo, roi, unroll, GUARD)
-        pairs.append((roi, k))
-        outer, serial = roo, [roi]
-    if lanes is not None:
-        lane = hl.Var(f"{name}_lane")
-        pairs.append((lanes[0], lane))
-        serial = [lanes[0]] + (serial if unroll > 1 else [])
-    if not pairs:
-        return serial
-    acc = rec(part.update(), lbl, "rfactor", pairs)  # acc[u, k, lane]: over ``outer``
-    al, albl = acc.name(), f"{acc.name()}.update()"
-    rec(acc, al, "compute_at", part, u)
-    for (_, v), method in zip(pairs, ("unroll" if unroll > 1 else "vectorize", "vectorize")):
-        rec(acc, al, method, v)
-        rec(acc.update(), albl, method, v)
-    rec(acc.update(), albl, "reorder", *[v for _, v in reversed(pairs)], outer)
-    for rv in serial:  # adding up the partials: unrolled, or they are spilled to local memory to be indexed
-        rec(part.update(), lbl, "unroll", rv)
-    return serial
-
-
-def _place_on_threads(rec: Recorder, part: hl.Func, serial: list[hl.RVar], u: hl.Var, at: tuple[hl.Func, hl.Var]) -> None:
-    """Compute the partials inside the work-group at ``at``, one work-item ``u`` per partial (local memory), each
-    looping over ``serial``."""
-    pl = part.name()
-    rec(part, pl, "compute_at", at[0], at[1])
-    rec(part, pl, "gpu_threads", u)
-    rec(part.update(), f"{pl}.update()", "reorder", *serial, u)
-    rec(part.update(), f"{pl}.update()", "gpu_threads", u)
-
-
-def _rfactor_fold(rec: Recorder, f: hl.Func, wg: int, width: int = 32) -> Optional[tuple[hl.Func, hl.RVar, hl.Var]]:
-    """After ``_rfactor_across``: fold the ``wg`` partials to ``width`` in parallel (each of ``width`` work-items
-    adds ``wg / width``), so the last, single-work-item combine is ``width`` steps instead of ``wg``."""
-    if wg <= width or not f.has_update_definition() or len(f.rvars(0)) != 1:
-        return None
-    name, lbl = f.name(), f"{f.name()}.update()"
-    uo, ui, v = hl.RVar(f"{name}_fo"), hl.RVar(f"{name}_fi"), hl.Var(f"{name}_fold")
-    rec(f.update(), lbl, "split", f.rvars(0)[0], uo, ui, width, GUARD)
-    part = rec(f.update(), lbl, "rfactor", ui, v)
-    # each fold work-item's sum unrolled: straight-line adds, not a local-memory store per step (the last,
-    # single-work-item sum stays a loop: Halide puts a barrier after every statement at the work-group level)
-    if wg // width <= 32:
-        rec(part.update(), f"{part.name()}.update()", "unroll", uo)
-    return part, uo, v
+    work_group_per_result(rec, f, args, wg, spec)
