@@ -83,10 +83,21 @@ def _require_fp64(what: str) -> None:
         raise Unsupported(f"{what} (computed in float64, which this {target} device lacks)")
 
 
-def _special(name: str, call: str) -> Any:
-    """An op computed by ``hx.<call>`` in float64 where the device has it."""
+_NARROW_INTS = (torch.bool, torch.int8, torch.uint8, torch.int16, torch.uint16)
+
+
+def _special(name: str, call: str, narrow_ints: bool = True) -> Any:
+    """An op computed by ``hx.<call>`` in float64 where the device has it. ``narrow_ints=False``: a kernel reading
+    integers of 16 bits or fewer falls back (Halide 21's compile of erfcx's series on a value it knows to be small
+    did not finish in 400 s: OpInfo's int8/uint8 samples; int16 too)."""
 
     def op(*xs: Any) -> str:
+        if not narrow_ints:
+            from torch._inductor.virtualized import V
+
+            if any(V.graph.get_dtype(n) in _NARROW_INTS for n in V.kernel.args.input_buffers):
+                raise Unsupported(f"{name} of integers of 16 bits or fewer (Halide's compile of that pipeline does "
+                                  "not finish)")
         _require_fp64(name)
         return "hx." + call.format(*xs)
 
@@ -233,18 +244,7 @@ class HalideXpuOverrides(HalideOverrides):
     airy_ai = _special("airy_ai", "airy_ai({})")
     erfinv = _special("erfinv", "erfinv({})")
     ndtri = _special("ndtri", "ndtri({})")
-    @staticmethod
-    def erfcx(x: Any) -> str:
-        """exp(x^2) erfc(x) in float64; on 16-bit or narrower integer inputs a logged fallback: Halide 21's compile of the series
-        on a value it knows to be small did not finish in 400 s (OpInfo int8/uint8 samples; int16 too)."""
-        from torch._inductor.virtualized import V
-
-        narrow = (torch.bool, torch.int8, torch.uint8, torch.int16, torch.uint16)
-        if any(V.graph.get_dtype(name) in narrow for name in V.kernel.args.input_buffers):
-            raise Unsupported("erfcx of integers of 16 bits or fewer (Halide's compile of that pipeline does not finish)")
-        _require_fp64("erfcx")
-        return f"hx.erfcx({x})"
-
+    erfcx = _special("erfcx", "erfcx({})", narrow_ints=False)
     log_ndtr = _special("log_ndtr", "log_ndtr({})")
     zeta = _special("zeta", "zeta({}, {})")
     @staticmethod

@@ -7,6 +7,7 @@ import argparse
 import dataclasses
 import sys
 from pathlib import Path
+from typing import Any
 
 import halide as hl
 
@@ -20,6 +21,17 @@ CUDA_TARGET = "x86-64-linux-cuda-cuda_capability_86-user_context-strict_float-no
 def load_meta(entry: Path) -> meta_mod.KernelMeta:
     names = {n: getattr(meta_mod, n) for n in dir(meta_mod) if not n.startswith("_")}
     return eval((entry / "meta.repr").read_text(), {"__builtins__": {}}, names)  # noqa: S307 (our own records)
+
+
+def cuda_twin_meta(meta: meta_mod.KernelMeta) -> meta_mod.KernelMeta:
+    """``meta`` (a kernel built for another target) as a CUDA kernel's."""
+    return dataclasses.replace(meta, target="cuda", device_type="cuda", halide_target=CUDA_TARGET)
+
+
+def compile_cuda_twin(meta: meta_mod.KernelMeta, source: str, compile_fn: Any) -> tuple[Any, list[str], str]:
+    """``source`` scheduled and compiled (``compile_fn(pipeline, arguments, target)``) for CUDA with H100 caps:
+    (compile_fn's result, schedule lines, variant)."""
+    return compiler.compile_scheduled(cuda_twin_meta(meta), source, compile_fn, H100)
 
 
 def replay(entry: Path, out: Path, verbose: bool) -> str:

@@ -4,7 +4,6 @@ Finds schedules that fall back to staged forms (several launches) at real layer 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import hashlib
 import json
 import logging
@@ -19,11 +18,10 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "scripts")]
-from replay_kernel import CUDA_TARGET, H100  # noqa: E402
+from replay_kernel import compile_cuda_twin, cuda_twin_meta  # noqa: E402
 
 from halide_xpu import compiler  # noqa: E402
 
-DUMP_ALL = False  # --dump-all: every kernel's source, not only flagged ones
 _REJECTED = re.compile(r"schedule (\S+) rejected by Halide: (.*)", re.S)
 
 
@@ -41,9 +39,10 @@ class _Rejections(logging.Handler):
 
 
 def sweep(model: str, dtype: torch.dtype, mode: str, batch: int, seq: int, work: Path,
-          dump: Path | None = None) -> list[dict[str, Any]]:
+          dump: Path | None = None, dump_all: bool = False) -> list[dict[str, Any]]:
     """The kernels of one model step as CUDA twins: [{key, variant, launches, rejected, outputs}]; the sources of
-    kernels with a rejected variant or several launches go to ``dump/<key>`` (for ``replay_kernel.py``)."""
+    kernels with a rejected variant or several launches (every kernel with ``dump_all``) go to ``dump/<key>``
+    (for ``replay_kernel.py``)."""
     import halide_xpu
     from real_models import models
 
@@ -53,22 +52,21 @@ def sweep(model: str, dtype: torch.dtype, mode: str, batch: int, seq: int, work:
     clog.setLevel(logging.DEBUG)
 
     def twin(meta: Any, source: str, workdir: Path, caps: Any = None) -> Any:
-        cuda = dataclasses.replace(meta, target="cuda", device_type="cuda", halide_target=CUDA_TARGET)
         stmt = work / "twin.stmt"
         handler.found = []
         row: dict[str, Any] = {"key": hashlib.sha256(source.encode()).hexdigest()[:12], "outputs": len(meta.outputs)}
         try:
-            _, _, variant = compiler.compile_scheduled(
-                cuda, source, lambda p, a, t: p.compile_to_lowered_stmt(str(stmt), a, hl.StmtOutputFormat.Text, t), H100)
+            _, _, variant = compile_cuda_twin(
+                meta, source, lambda p, a, t: p.compile_to_lowered_stmt(str(stmt), a, hl.StmtOutputFormat.Text, t))
             row.update(variant=variant, launches=stmt.read_text(errors="replace").count("halide_cuda_run("))
         except Exception as e:  # noqa: BLE001 (a twin that fails is a finding, not the end of the sweep)
             row.update(variant="error", launches=0, error=str(e)[-300:])
         row["rejected"] = list(handler.found)
         rows.append(row)
-        if dump is not None and (DUMP_ALL or row["rejected"] or row["launches"] != 1):
+        if dump is not None and (dump_all or row["rejected"] or row["launches"] != 1):
             (dump / row["key"]).mkdir(parents=True, exist_ok=True)
             (dump / row["key"] / "kernel.py").write_text(source)
-            (dump / row["key"] / "meta.repr").write_text(repr(cuda))
+            (dump / row["key"] / "meta.repr").write_text(repr(cuda_twin_meta(meta)))
         print(json.dumps(row), flush=True)
         return build(meta, source, workdir, caps)
 
@@ -104,8 +102,6 @@ def main() -> int:
     p.add_argument("--dump", default=None, help="folder for the sources of flagged kernels")
     p.add_argument("--dump-all", action="store_true", help="with --dump: every kernel's source")
     args = p.parse_args()
-    global DUMP_ALL
-    DUMP_ALL = args.dump_all
     found: dict[str, list] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for model in args.models.split(","):
@@ -115,7 +111,7 @@ def main() -> int:
                     print(f"== {case}", flush=True)
                     try:
                         found[case] = sweep(model, getattr(torch, dtype), mode, args.batch, args.seq, Path(tmp),
-                                            Path(args.dump) if args.dump else None)
+                                            Path(args.dump) if args.dump else None, args.dump_all)
                     except Exception as e:  # noqa: BLE001 (a step that fails here is reported, the sweep goes on)
                         print(f"   FAILED {case}: {type(e).__name__}: {str(e)[-300:]}", flush=True)
                         found[case] = []

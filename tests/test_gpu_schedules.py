@@ -19,7 +19,7 @@ from halide_xpu import compiler
 from conftest import KERNEL_CALL, compile_and_check, on_target
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-from replay_kernel import CUDA_TARGET, H100, load_meta  # noqa: E402  (the CUDA twin: H100 caps, no GPU needed)
+from replay_kernel import CUDA_TARGET, H100, compile_cuda_twin, load_meta  # noqa: E402  (the CUDA twin: H100 caps, no GPU needed)
 
 
 def _bn_backward_like(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -144,8 +144,7 @@ def _cuda_twins(fn: Callable[..., Any], args: tuple, monkeypatch: pytest.MonkeyP
     twins, build = [], compiler.build
 
     def capture(meta, source, workdir, caps=None):
-        cuda = dataclasses.replace(meta, target="cuda", device_type="cuda", halide_target=CUDA_TARGET)
-        _, lines, variant = compiler.compile_scheduled(cuda, source, lower or _lower(tmp), H100)
+        _, lines, variant = compile_cuda_twin(meta, source, lower or _lower(tmp))
         twins.append((meta, source, lines, variant))
         return build(meta, source, workdir, caps)
 

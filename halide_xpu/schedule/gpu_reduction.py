@@ -66,11 +66,8 @@ def gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
                               [v for v in twin.args() if plan.is_reduction_var(v)], wg, row_vec if in_row else 1,
                               label, grid)
         rec(twin, twin.name(), "compute_with", o, twin_row)
-    for r in per_row:
-        if grid:
-            rec(r, r.name(), "gpu_blocks", *r.args())
-        else:
-            rec(r, r.name(), "gpu_blocks", r.args()[0])
+    for r in per_row:  # its row dims: one, or o's grid
+        rec(r, r.name(), "gpu_blocks", *r.args())
         rec(r, r.name(), "compute_with", o, row)
     for f in plan.reductions():
         rec(f, f.name(), "compute_at", o, row)
