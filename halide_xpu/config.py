@@ -108,7 +108,8 @@ _KNOBS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     # without; the division rewrite alone is not the cause, the exp expansion is not yet root-caused)
     "cuda_fast_math": (_bool, False),
     # device kernels on CPU and XPU tensors check indirect/computed indices and integer divisors as eager does,
-    # through an error word computed before the kernel and read back after it (kernel.device_check): off, such a
+    # through an error word computed before the kernel and read back after it (kernel.device_check); CUDA kernels
+    # check indices with a device-side assert, as eager CUDA does (halide_helpers.index_checked): off, such a
     # kernel reads a clamped index and divides by zero as Halide defines it, silently
     "device_checks": (_bool, True),
     "schedule_overrides": (_overrides, {}),

@@ -37,7 +37,7 @@ def _on_cuda() -> bool:
 
 
 # Helpers that leave a PTX marker when building for CUDA (target/ptx.py checks this Halide still emits them)
-MARKING = ("cuda_exp", "bf16_round", "bf16_bits")
+MARKING = ("cuda_exp", "bf16_round", "bf16_bits", "index_checked")
 
 # Halide's OpenCL C printer emits bfloat16 as ``half`` (wrong numbers), so device kernels keep bf16 tensors as
 # uint16 bits and convert explicitly, rounding to nearest even like torch.
@@ -64,6 +64,18 @@ def bf16_round(value: hl.Expr) -> hl.Expr:
     if _on_cuda():
         return hl.fast_inverse(hl.fast_inverse(hl.cast(hl.Float(32), value)))  # a chain: see target/ptx.py
     return bf16_to_f32(bf16_bits(value))
+
+
+def index_checked(value: hl.Expr, ok: hl.Expr) -> hl.Expr:
+    """``value`` (an index clamped into its buffer); on CUDA also a device-side assert where ``ok`` fails, as
+    eager CUDA and Triton raise. The mark is fp32 ``fast_inverse_sqrt`` of ``fast_inverse`` of a 0/1 flag (1 where
+    ``ok`` fails), which target/ptx.py turns into an ``__assertfail`` call where the flag is set and the flag
+    itself; unrewritten, the chain maps 0 to 0 and 1 to ~1, so the value is the same either way."""
+    if not _on_cuda():
+        return value
+    flag = hl.select(ok, hl.f32(0), hl.f32(1))
+    mark = hl.fast_inverse_sqrt(hl.fast_inverse(flag))  # a chain: see target/ptx.py
+    return hl.select(mark == hl.f32(0), value, hl.cast(value.type(), 0))
 
 
 def bf16_input(param: hl.ImageParam) -> hl.Func:

@@ -108,7 +108,7 @@ class HalideXpuKernel(HalideKernel):
         are checked by ``halide_clamp``."""
         if not (lower or upper) or free_symbol_is_type(expr, SymT.TMP):
             return
-        if self.target_name() != "host" and not self.device_checks_enabled():
+        if self.target_name() != "host" and not (self.device_checks_enabled() or self.cuda_checks_enabled()):
             return
         from torch._inductor.virtualized import ops
 
@@ -128,6 +128,10 @@ class HalideXpuKernel(HalideKernel):
             ok = f"({index} >= 0) & ({index} < hl.cast({index.name}.type(), {size}))"
             if mask is not None:
                 ok = f"hl.select({mask}, {ok}, hl.cast(hl.Bool(), 1))"
+            if self.cuda_checks_enabled():  # a device-side assert where the check fails (hx.index_checked)
+                self.body.writeline(f"{result} = hx.index_checked({value}, {ok})")
+                value = result
+                continue
             if self.target_name() != "host":  # over the index's (and mask's) dims only, not the value's
                 self.device_check(ok, (*index.used_dims, *mask_dims), DEVICE_CHECK_INDEX)
                 continue
@@ -142,6 +146,11 @@ class HalideXpuKernel(HalideKernel):
         if self.target_name() == "host" or not config.device_checks:
             return False
         return V.graph.get_current_device_or_throw().type in ("cpu", "xpu")
+
+    def cuda_checks_enabled(self) -> bool:
+        """Whether this CUDA kernel asserts on the device where an index it checks is out of range
+        (``config.device_checks``; ``hx.index_checked``): eager CUDA and Triton raise there too."""
+        return self.target_name() == "cuda" and config.device_checks
 
     def device_check(self, ok: str, dims: Any, code: int) -> None:
         """Device kernels cannot raise: a Func ``select(ok, 0, code)`` over ``dims`` that the kernel's check pipeline

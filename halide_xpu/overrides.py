@@ -142,7 +142,8 @@ class HalideXpuOverrides(HalideOverrides):
     def halide_clamp(cls, value: Any, size: Any, check: bool) -> str:
         """Indirect indices are clamped into the buffer (upstream); on the host target an index Inductor asks to
         check (``check=True``: embedding, gather) that is out of range raises, as eager and Inductor's C++ do.
-        Device kernels cannot raise: they keep the clamp, and record a device check (``HalideXpuKernel.device_check``)."""
+        Device kernels cannot raise: they keep the clamp, and record a device check (``HalideXpuKernel.device_check``);
+        CUDA kernels assert on the device (``hx.index_checked``)."""
         from torch._inductor.virtualized import V
 
         clamped = super().halide_clamp(value, size, check)
@@ -150,6 +151,8 @@ class HalideXpuOverrides(HalideOverrides):
         end = f"hl.cast({value.name}.type(), {end})"
         if getattr(V.kernel, "target_name", lambda: "")() != "host":
             V.kernel.indirect_indices = True  # see HalideXpuKernel.halide_target
+            if check and V.kernel.cuda_checks_enabled():
+                return f"hx.index_checked({clamped}, ({value} >= 0) & ({value} <= {end}))"
             if check and V.kernel.device_checks_enabled():
                 ok = f"({value} >= 0) & ({value} <= {end})"
                 V.kernel.device_check(ok, getattr(value, "used_dims", None), DEVICE_CHECK_INDEX)

@@ -1,6 +1,7 @@
 """Graphs vs eager on every CPU target: elementwise, views, indexing, reductions, norms, dtypes."""
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
@@ -380,6 +381,50 @@ def test_out_of_range_computed_index_on_device_targets(target: str) -> None:
     for bad in (-1, 5):
         with pytest.raises(HalideKernelError, match="index out of bounds"):
             loaded(on_target(torch.tensor([2, bad, 4])), weight)
+
+_CUDA_INDEX_SCRIPT = """
+import sys, torch, torch.nn.functional as F
+import halide_xpu
+torch._inductor.config.cuda_backend = "halide_xpu"
+torch._inductor.config.fx_graph_cache = False
+weight = torch.arange(10.0, device="cuda").reshape(5, 2)
+case = sys.argv[1]
+if case == "computed":
+    shifted = torch.compile(lambda w: F.embedding(torch.arange(3, device="cuda") + 1, w), fullgraph=True)
+    torch.testing.assert_close(shifted(weight), weight[1:4])
+    fn, args = torch.compile(lambda w: F.embedding(torch.arange(3, device="cuda") - 1, w), fullgraph=True), (weight,)
+else:
+    fn = torch.compile(lambda i, w: F.embedding(i, w) * 2, fullgraph=True)
+    good = torch.tensor([0, 2, 4], device="cuda")
+    torch.testing.assert_close(fn(good, weight), weight[good] * 2)
+    args = (torch.tensor([2, int(case), 4], device="cuda"), weight)
+assert halide_xpu.stats.counters["kernels_generated"] and not halide_xpu.stats.fallbacks, "not our kernels"
+try:
+    fn(*args)
+    torch.cuda.synchronize()
+except RuntimeError as e:
+    print("RAISED", str(e).splitlines()[0])
+else:
+    print("NO ERROR")
+"""
+
+
+@pytest.mark.parametrize("case", ["computed", "-1", "5"])
+def test_out_of_range_index_asserts_on_cuda(target: str, case: str, tmp_path) -> None:
+    """On CUDA an out-of-range index (loaded, or computed by index propagation) fails the launch with a device-side
+    assert, as eager CUDA and Triton do (it read a clamped row silently before). In a child process: the assert
+    leaves the CUDA context unusable."""
+    import subprocess
+    import sys
+
+    if target != "cuda":
+        pytest.skip("the opencl and sycl targets' device checks: test above")
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
+           "HALIDE_XPU_CACHE_DIR": str(tmp_path / "halide_xpu")}
+    run = subprocess.run([sys.executable, "-c", _CUDA_INDEX_SCRIPT, case], capture_output=True, text=True,
+                         timeout=600, env=env)
+    assert "RAISED" in run.stdout and "device-side assert" in run.stdout, run.stdout + run.stderr[-3000:]
+
 
 def test_device_checks_only_where_needed(target: str) -> None:
     """Float divisions (the kernel source cannot tell them from integer ones) and nonzero constant divisors build

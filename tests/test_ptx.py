@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -262,3 +263,37 @@ def test_other_cas_loops_and_shared_registers_are_kept(tmp_path):
     old = re.search(r"ld\.relaxed\.sys\.global\.b32\s+(%\w+)", source).group(1)
     reused = source.replace("ret;", f"add.s32 \t%r1, {old}, 1;\n\tret;", 1)
     assert ptx.atomic_adds(reused) == (reused, 0)
+
+
+def test_index_check_marker_becomes_device_assert(tmp_path):
+    """A checked indirect index on CUDA (``hx.index_checked``): the marker chain becomes a call of CUDA's
+    ``__assertfail`` where the index is out of range (eager CUDA and Triton raise there; the kernel read a clamped
+    row silently before), and the module still assembles."""
+    x = hl.Var("x")
+    inp, idx = hl.ImageParam(hl.Float(32), 1, "inp"), hl.ImageParam(hl.Int(64), 1, "idx")
+    f = hl.Func("f")
+    size = hl.cast(hl.Int(64), inp.dim(0).extent())
+    with hx.building_for("cuda"):
+        i = idx[x]
+        f[x] = inp[hl.cast(hl.Int(32), hx.index_checked(hl.clamp(i, 0, size - 1), (i >= 0) & (i < size)))] * 2
+    with hx.building_for("plain"):
+        assert str(hx.index_checked(i, i >= 0)) == str(i)  # other targets: the value, no mark
+    source = ptx.extract(_compile_gpu(tmp_path, f, [inp, idx]))
+    new, counts = ptx.rewrite(source, fast_division=False)
+    # one per code path (the full tiles and the guarded last one)
+    assert counts["index_check"] >= 1 and new.count("call.uni __assertfail") == counts["index_check"]
+    assert new.count(".extern .func __assertfail") == 1 and "hx_index_message" in new
+    ptxas = shutil.which("ptxas") or next(iter(Path("/usr/local").glob("cuda*/bin/ptxas")), None)
+    if ptxas:  # the rewritten module assembles (the H100 runs it: tests/test_ops.py)
+        (tmp_path / "k.ptx").write_text(new)
+        subprocess.run([str(ptxas), "-arch=sm_80", str(tmp_path / "k.ptx"), "-o", str(tmp_path / "k.cubin")],
+                       check=True, capture_output=True)
+    ptx.check_markers(CUDA_TARGET)  # this Halide keeps the index-check marker too
+
+
+def _compile_gpu(tmp_path: Path, f: hl.Func, args: list) -> bytes:
+    xo, xi = hl.Var("xo"), hl.Var("xi")
+    f.gpu_tile(f.args()[0], xo, xi, 64)
+    obj = tmp_path / "g.o"
+    f.compile_to({hl.OutputFileType.object: str(obj)}, args, "g", hl.Target(CUDA_TARGET))
+    return obj.read_bytes()

@@ -13,6 +13,9 @@ PTX is rewritten before the driver sees it. A marker is the *chain* (``rsqrt.app
   two parts, ``2^(r log2 e)`` on the exp2 unit, times ``2^k`` built in the exponent bits; ~3 ulp, NaN/±inf exact,
   overflow and gradual underflow as IEEE;
 - the bf16 marker becomes ``cvt.rn.bf16.f32`` and a shift back to fp32 (exact: round to nearest even);
+- the index-check marker (``halide_helpers.index_checked``: ``rsqrt.approx.ftz.f32`` of an ``rcp.rn.ftz.f32``
+  result, expanded after the two above) becomes a call of ``__assertfail`` (CUDA's device-side assert, as in eager
+  CUDA and Triton: the launch fails with ``device-side assert triggered``) where its 0/1 flag is set, then the flag;
 - a compare-and-swap loop that adds a float (``atom.cas`` retried until no other work-item wrote in between)
   becomes one ``red.global.add.f32`` / ``.f64``. Halide emits the loop for every float ``+=`` under ``atomic()``
   when the target has ``strict_float`` (its atomic-add test needs ``value - old`` to simplify, which strict float
@@ -80,6 +83,48 @@ _BF16_BLOCK = """{indent}{{ // bf16 rounding of {x} (halide_xpu)
 {indent}}}"""
 
 
+# an index check: CUDA's device-side assert (``__assertfail(message, file, line, function, char size)``) where the
+# flag is set; the result is the flag itself (0 where the index is in range)
+_INDEX_CHECK_BLOCK = """{indent}{{ // index check (halide_xpu): device-side assert where {x} != 0
+{indent}.reg .pred %hxp;
+{indent}.reg .b64 %hxa;
+{indent}setp.eq.f32 %hxp, {x}, 0f00000000;
+{indent}@%hxp bra $L__hx_index_ok{n};
+{indent}mov.u64 %hxa, hx_index_message;
+{indent}cvta.global.u64 %hxa, %hxa;
+{indent}{{
+{indent}.param .b64 hxp0;
+{indent}.param .b64 hxp1;
+{indent}.param .b32 hxp2;
+{indent}.param .b64 hxp3;
+{indent}.param .b64 hxp4;
+{indent}st.param.b64 [hxp0], %hxa;
+{indent}st.param.b64 [hxp1], %hxa;
+{indent}st.param.b32 [hxp2], 0;
+{indent}st.param.b64 [hxp3], %hxa;
+{indent}st.param.b64 [hxp4], 1;
+{indent}call.uni __assertfail, (hxp0, hxp1, hxp2, hxp3, hxp4);
+{indent}}}
+{indent}trap;
+$L__hx_index_ok{n}:
+{indent}mov.f32 {d}, {x};
+{indent}}}"""
+INDEX_MESSAGE = b"halide_xpu: index out of bounds (an indirect index outside its tensor)\0"
+_INDEX_DECLARATIONS = f"""
+.extern .func __assertfail
+(
+\t.param .b64 __assertfail_param_0,
+\t.param .b64 __assertfail_param_1,
+\t.param .b32 __assertfail_param_2,
+\t.param .b64 __assertfail_param_3,
+\t.param .b64 __assertfail_param_4
+)
+;
+.global .align 1 .b8 hx_index_message[{len(INDEX_MESSAGE)}] = {{{', '.join(map(str, INDEX_MESSAGE))}}};
+"""
+_ADDRESS_SIZE = re.compile(r"^\.address_size[ \t]+64[ \t]*$", re.MULTILINE)
+
+
 def extract(obj: bytes) -> str:
     """The PTX module in a Halide CUDA kernel object (NUL-terminated text after LLVM's NVPTX header)."""
     start = obj.find(HEADER)
@@ -107,6 +152,28 @@ def _expand_chains(ptx: str, name: str, marker: str, pattern: re.Pattern, block:
     if any(marker in line and not pattern.match(line) for line in out.splitlines()):
         line = next(l for l in out.splitlines() if marker in l and not pattern.match(l))
         raise RuntimeError(f"halide_xpu: cannot expand the {name} marker in PTX line {line.strip()!r}")
+    return out, count
+
+
+def _expand_index_checks(ptx: str) -> tuple[str, int]:
+    """Each index-check marker (an ``rsqrt.approx.ftz.f32`` of an ``rcp.rn.ftz.f32`` result, once the exp and bf16
+    chains are expanded) as ``_INDEX_CHECK_BLOCK``; the module gains ``__assertfail``'s declaration and the message."""
+    flags = {m.group(2): m.group(3) for m in _BF16_LINE.finditer(ptx)}  # rcp result -> its operand (the flag)
+    count = 0
+
+    def expand(m: re.Match) -> str:
+        nonlocal count
+        flag = flags.get(m.group(3))
+        if flag is None:
+            return m.group(0)
+        count += 1
+        return _INDEX_CHECK_BLOCK.format(indent=m.group(1), d=m.group(2), x=flag, n=count)
+
+    out = _EXP_LINE.sub(expand, ptx)
+    if count:
+        out, declared = _ADDRESS_SIZE.subn(lambda m: m.group(0) + "\n" + _INDEX_DECLARATIONS, out, count=1)
+        if not declared or "__assertfail" in ptx:
+            raise RuntimeError("halide_xpu: cannot declare __assertfail in this PTX module for its index checks")
     return out, count
 
 
@@ -165,12 +232,13 @@ def chains(ptx: str, marker: str) -> int:
 def rewrite(ptx: str, fast_division: bool = True) -> tuple[str, dict[str, int]]:
     """``ptx`` with float CAS-add loops as atomic adds, exp and bf16 marker chains expanded and (``fast_division``)
     fp32 division/reciprocal approximated; also the number of each rewrite (``cas_left``: CAS loops kept)."""
-    counts = {"exp": 0, "bf16": 0, "div": 0, "rcp": 0, "ftz": 0}
+    counts = {"exp": 0, "bf16": 0, "div": 0, "rcp": 0, "ftz": 0, "index_check": 0}
     out, counts["atomic_add"] = atomic_adds(ptx)
     counts["cas_left"] = len(_CAS.findall(out))
     for name, marker, pattern, block in (("exp", EXP_MARKER, _EXP_LINE, _EXP_BLOCK),
                                          ("bf16", BF16_MARKER, _BF16_LINE, _BF16_BLOCK)):
         out, counts[name] = _expand_chains(out, name, marker, pattern, block)
+    out, counts["index_check"] = _expand_index_checks(out)
     out, counts["ftz"] = _FTZ_LINE.subn(lambda m: _FTZ.sub("", m.group(0)), out)
     if fast_division:
         out, counts["div"] = re.subn(r"\bdiv\.rn\.f32\b", "div.full.f32", out)
@@ -194,7 +262,7 @@ extern "C" __attribute__((visibility("hidden"))) int {GLUE_SYMBOL}(void *user_co
 
 @functools.lru_cache(maxsize=None)
 def check_markers(target: str) -> None:
-    """Compile a small pipeline that uses both markers for the Halide ``target``: raise if its PTX lacks either
+    """Compile a small pipeline that uses the three markers for the Halide ``target``: raise if its PTX lacks one
     (a Halide or LLVM that folds or rewrites the marker intrinsics would make marked kernels compute 1/sqrt(x)
     or 1/x). Once per process and target."""
     import halide as hl
@@ -205,15 +273,17 @@ def check_markers(target: str) -> None:
     inp = hl.ImageParam(hl.Float(32), 1, "inp")
     f = hl.Func("hx_marker_check")
     with hx.building_for("cuda"):
-        f[x] = hx.cuda_exp(inp[x] * 2) + hx.bf16_round(inp[x] + 1)
+        index = hl.cast(hl.Int(32), inp[x])
+        checked = hx.index_checked(hl.clamp(index, 0, inp.dim(0).extent() - 1), index < inp.dim(0).extent())
+        f[x] = hx.cuda_exp(inp[x] * 2) + hx.bf16_round(inp[x] + 1) + inp[checked]
     f.gpu_tile(x, xo, xi, 64)
     with tempfile.TemporaryDirectory() as tmp:
         obj = Path(tmp) / "check.o"
         f.compile_to({hl.OutputFileType.object: str(obj)}, [inp], "hx_marker_check", hl.Target(target))
         _, counts = rewrite(extract(obj.read_bytes()), fast_division=False)
-    if not (counts["exp"] and counts["bf16"]):
-        raise RuntimeError(f"halide_xpu: this Halide no longer emits the PTX markers for exp/bf16 ({counts}); "
-                           "set HALIDE_XPU_CUDA_FAST_MATH=0 and report it")
+    if not (counts["exp"] and counts["bf16"] and counts["index_check"]):
+        raise RuntimeError(f"halide_xpu: this Halide no longer emits the PTX markers for exp/bf16/index checks "
+                           f"({counts}); set HALIDE_XPU_CUDA_FAST_MATH=0 and HALIDE_XPU_DEVICE_CHECKS=0 and report it")
 
 
 def rewrite_object(obj_path: Path, fast_division: bool) -> str:
