@@ -16,7 +16,7 @@ from torch._inductor.utils import run_and_get_code
 
 from halide_xpu import compiler
 
-from conftest import KERNEL_CALL, compile_and_check, on_target
+from conftest import KERNEL_CALL, compile_and_check, on_target, opencl_available
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 from replay_kernel import CUDA_TARGET, H100, compile_cuda_twin, load_meta  # noqa: E402  (the CUDA twin: H100 caps, no GPU needed)
@@ -309,3 +309,85 @@ def test_in_place_update_correct(target, n):
     assert halide_xpu.stats.counters["kernels_generated"] >= 1 and not halide_xpu.stats.fallbacks
     for a, b in zip(got, ref):
         torch.testing.assert_close(a.cpu(), b)
+
+
+def _bf16_step(p: torch.Tensor, m: torch.Tensor, g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    _update(p, m, g)
+    return F.pad(x, (0, 3)).to(torch.bfloat16) * 2
+
+
+@pytest.mark.parametrize("n", [768 * 4, 1001])
+def test_narrow_lanes_are_strided(n, monkeypatch, tmp_path):
+    """CUDA kernels with 16-bit buffers unroll their lanes (Plan.unroll_lanes); a work-item's lanes are a
+    work-group apart, so each load and store instruction of a warp is contiguous (adjacent lanes ran a bf16 copy at
+    half of Triton's bandwidth): no schedule keeps adjacent unrolled lanes."""
+    args = tuple(torch.randn(n, dtype=torch.bfloat16) for _ in range(3)) + (torch.randn(37, 29),)
+    twins = _cuda_twins(_bf16_step, args, monkeypatch, tmp_path)
+    assert twins
+    for meta, _, lines, variant in twins:
+        assert not [line for line in lines if "_lanes" in line], (variant, lines)
+        strided = [line for line in lines if re.search(r"reorder\(\w+_u, \w+_wi, \w+_wg\)", line)]
+        assert strided or n % 4, (variant, lines)  # 1001 points: one lane per work-item
+
+
+@pytest.mark.parametrize("n", [768 * 4, 1001])
+def test_strided_lanes_correct(n, monkeypatch, tmp_path):
+    """The strided-lane schedules (CUDA's, above) give the same bits as the adjacent-lane ones, run on the OpenCL
+    device here (against Inductor's values: eager differs in bf16, Inductor keeping fp32 intermediates)."""
+    import halide_xpu
+    from halide_xpu.schedule import common
+
+    if not opencl_available():
+        pytest.skip("no OpenCL device")
+    monkeypatch.setattr(halide_xpu.config, "cpu_target", "opencl")
+    monkeypatch.setattr(torch._inductor.config, "cpu_backend", "halide_xpu")
+    torch.manual_seed(0)
+    base = tuple(torch.randn(n, dtype=torch.bfloat16) for _ in range(3)) + (torch.randn(37, 29),)
+    results = []
+    for strided in (False, True):
+        if strided:
+            monkeypatch.setattr(common.Plan, "unroll_lanes", property(lambda self: True))
+        monkeypatch.setattr(compiler, "_memory", {})
+        monkeypatch.setattr(halide_xpu.config, "cache_dir", str(tmp_path / str(strided)))  # no kernel reused
+        torch._dynamo.reset()
+        halide_xpu.stats.reset()
+        got = [t.clone() for t in base]
+        out = torch.compile(_bf16_step, fullgraph=True)(*got)
+        assert halide_xpu.stats.counters["kernels_generated"] >= 2 and not halide_xpu.stats.fallbacks
+        results.append([out, *got])
+    schedules = "".join(p.read_text() for p in (tmp_path / "True").rglob("schedule.txt"))
+    assert "_u, " in schedules, schedules  # the strided form ran (the padded cast has lanes at either n)
+    for a, b in zip(*results):
+        assert torch.equal(a, b)
+
+
+def _bf16_rows(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    y = F.layer_norm(x, (x.shape[-1],), w, b)
+    return y, torch.softmax(x.float() * 0.5, -1).to(x.dtype), (x.float() ** 2).mean(-1)
+
+
+@pytest.mark.parametrize("width", [768, 1000])
+def test_strided_row_lanes_correct(width, monkeypatch, tmp_path):
+    """Row reductions of bf16 with strided unrolled lanes (CUDA's form, run on the OpenCL device here): eager's
+    values within bf16 tolerance, and the strided form is what ran."""
+    import halide_xpu
+    from halide_xpu.schedule import common
+
+    if not opencl_available():
+        pytest.skip("no OpenCL device")
+    monkeypatch.setattr(halide_xpu.config, "cpu_target", "opencl")
+    monkeypatch.setattr(halide_xpu.config, "cache_dir", str(tmp_path))
+    monkeypatch.setattr(torch._inductor.config, "cpu_backend", "halide_xpu")
+    monkeypatch.setattr(common.Plan, "unroll_lanes", property(lambda self: True))
+    monkeypatch.setattr(common.Plan, "gpu_vectors", property(lambda self: True))  # lanes unrolled, as on CUDA
+    monkeypatch.setattr(compiler, "_memory", {})
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    args = (torch.randn(6, width, dtype=torch.bfloat16), torch.randn(width, dtype=torch.bfloat16),
+            torch.randn(width, dtype=torch.bfloat16))
+    halide_xpu.stats.reset()
+    got = torch.compile(_bf16_rows, fullgraph=True)(*args)
+    assert halide_xpu.stats.counters["kernels_generated"] and not halide_xpu.stats.fallbacks
+    torch.testing.assert_close(got, _bf16_rows(*args), atol=2e-2, rtol=2e-2)
+    schedules = "".join(p.read_text() for p in tmp_path.rglob("schedule.txt"))
+    assert re.search(r"reorder\(\w+_lanes, \w+_step, \w+_wi", schedules), schedules

@@ -34,12 +34,17 @@ def work_group_per_result(rec: Recorder, f: hl.Func, args: list[hl.Var], wg: int
 
 def rfactor_across(rec: Recorder, f: hl.Func, wg: int, lanes: int = 1) -> tuple[hl.Func, hl.RVar, hl.Var, hl.RVar]:
     """Split the reduction by ``wg`` (times ``lanes`` adjacent elements each) and rfactor: one partial per
-    work-item, each striding over the row. Returns (partials, stride RVar, work-item Var, lane RVar)."""
+    work-item, each striding over the row. Returns (partials, stride RVar, work-item Var, lane RVar). Unrolled
+    lanes (``rec.unroll_lanes``: CUDA, narrow types) are ``wg`` elements apart instead, so each load instruction
+    of a warp reads contiguous memory (see ``pointwise.gpu_strided``)."""
     name, lbl = f.name(), f"{f.name()}.update()"
     ro, ri, rw, rl = (hl.RVar(f"{name}_{n}") for n in ("ro", "ri", "rw", "rl"))
     u = hl.Var(f"{name}_wi")
     rec(f.update(), lbl, "split", f.rvars(0)[0], ro, ri, wg * lanes, GUARD)
-    if lanes > 1:
+    if lanes > 1 and rec.unroll_lanes:
+        rec(f.update(), lbl, "split", ri, rl, rw, wg, GUARD)
+        ri = rw
+    elif lanes > 1:
         rec(f.update(), lbl, "split", ri, rw, rl, lanes, GUARD)
         ri = rw
     return rec(f.update(), lbl, "rfactor", ri, u), ro, u, rl

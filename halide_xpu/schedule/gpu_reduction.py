@@ -106,9 +106,18 @@ def _row_loops(rec: Recorder, o: hl.Func, rows: list[hl.Var], in_row: list[hl.Va
 def _row_threads(rec: Recorder, f: hl.Func, label: str, x: hl.Var, outer: list[hl.Var], wg: int, vec: int,
                  prefix: Optional[str] = None) -> hl.Var:
     """Split ``x`` into ``vec``-wide vectors dealt round-robin to ``wg`` work-items; returns the serial step Var.
-    New loops are named ``<prefix>_...`` (default ``label``)."""
+    New loops are named ``<prefix>_...`` (default ``label``). Unrolled lanes (``rec.unroll_lanes``) are ``wg``
+    elements apart instead (coalesced scalar loads and stores, see ``pointwise.gpu_strided``)."""
     prefix = prefix or label
     lanes = None
+    if vec > 1 and rec.unroll_lanes:
+        xs, xo, xi, lanes = (hl.Var(f"{prefix}_{n}") for n in ("s", "step", "wi", "lanes"))
+        rec(f, label, "split", x, xs, xi, wg, GUARD)
+        rec(f, label, "split", xs, xo, lanes, vec, GUARD)
+        rec(f, label, "reorder", lanes, xo, xi, *outer)
+        rec(f, label, "gpu_threads", xi)
+        rec(f, label, "unroll", lanes)
+        return xo
     if vec > 1:
         xv, lanes = hl.Var(f"{prefix}_v"), hl.Var(f"{prefix}_lanes")
         rec(f, label, "split", x, xv, lanes, vec, GUARD)

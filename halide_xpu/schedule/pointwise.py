@@ -118,11 +118,17 @@ def _gpu_tiled(rec: Recorder, out: hl.Func, label: str, args: list[hl.Var], y: h
 
 def _gpu(rec: Recorder, out: hl.Func, label: str, x: hl.Var, n: Optional[int], spec: ScheduleSpec,
          prefix: Optional[str] = None) -> hl.Var:
-    """``prefix`` names the loop Vars (default ``label``): outputs fused with ``compute_with`` share the names."""
+    """``prefix`` names the loop Vars (default ``label``): outputs fused with ``compute_with`` share the names.
+    Where lanes are unrolled instead of vectorized (``Recorder.unroll_lanes``: CUDA with narrow types), a
+    work-item's lanes are ``wg`` points apart, not adjacent: each load and store instruction of a warp then covers
+    contiguous memory (adjacent 16-bit lanes made every instruction touch each sector a quarter, and a bf16 copy
+    ran at half of Triton's bandwidth on the H100)."""
     vec, wg = spec.get("vector", 4), spec.get("wg", 256)
     name = prefix or label
     while n is not None and vec > 1 and (n % vec or n < vec * wg):
         vec //= 2
+    if vec > 1 and rec.unroll_lanes:
+        return gpu_strided(rec, out, label, x, n, vec * spec.get("unroll", 1), wg, name)
     if vec > 1:
         xv, lanes = hl.Var(f"{name}_v"), hl.Var(f"{name}_lanes")
         rec(out, label, "split", x, xv, lanes, vec, GUARD)
@@ -143,6 +149,22 @@ def _gpu(rec: Recorder, out: hl.Func, label: str, x: hl.Var, n: Optional[int], s
         rec(out, label, "unroll", xu)
         return bx
     rec(out, label, "gpu_tile", x, bx, tx, wg, GUARD)
+    return bx
+
+
+def gpu_strided(rec: Recorder, out: hl.Func, label: str, x: hl.Var, n: Optional[int], lanes: int, wg: int,
+                 name: str) -> hl.Var:
+    """Each work-item of a ``wg`` work-group takes ``lanes`` points ``wg`` apart (unrolled); the work-item Var is
+    ``<name>_wi`` as in ``_gpu``."""
+    if n is not None:
+        wg = max(1, min(wg, pow2_floor(max(1, n // lanes))))
+    xo, xu, bx, tx = (hl.Var(f"{name}_{s}") for s in ("o", "u", "wg", "wi"))
+    rec(out, label, "split", x, xo, tx, wg, GUARD)
+    rec(out, label, "split", xo, bx, xu, lanes, GUARD)
+    rec(out, label, "reorder", xu, tx, bx)
+    rec(out, label, "gpu_blocks", bx)
+    rec(out, label, "gpu_threads", tx)
+    rec(out, label, "unroll", xu)
     return bx
 
 
