@@ -45,3 +45,29 @@ def suite() -> list[Case]:
         ("softmax_fp16", "reduction", lambda x: torch.softmax(x.float(), -1).half(), _mat(0, torch.float16, n=1)),
         ("mean_mid_dim_3d", "reduction", lambda x: x.view(x.shape[0] // 8, 8, -1).mean(1), _mat(0, n=1)),
     ]
+
+
+def _adam_like(p: torch.Tensor, m: torch.Tensor, v: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    m2 = m * 0.9 + g * 0.1
+    v2 = v * 0.999 + g * g * 0.001
+    return p - 1e-3 * m2 / (v2.sqrt() + 1e-8), m2, v2
+
+
+def _bf16(*shapes: tuple[int, ...], dtype: torch.dtype = torch.bfloat16) -> Callable[[int], tuple[torch.Tensor, ...]]:
+    return lambda _s: tuple(torch.randn(*shape, dtype=dtype) for shape in shapes)
+
+
+def bf16_suite() -> list[Case]:
+    """16-bit kernels at GPT-2 / BERT training shapes (benchmarks/real_models.py: batch 8 x 512 tokens, width 768,
+    vocab 50257): casts, pads, gelu, an optimizer-style 3-output update, norms. ``size`` is ignored."""
+    tokens, vocab, width = 8 * 512, 50257, 768
+    return [
+        ("logits_to_bf16", "pointwise", lambda x: x.to(torch.bfloat16), _bf16((tokens, vocab), dtype=torch.float32)),
+        ("logits_pad_bf16", "pointwise", lambda x: F.pad(x, (0, 7)), _bf16((tokens, vocab))),
+        ("scale_bf16", "pointwise", lambda x: x * 0.5, _bf16((tokens, 4 * width))),
+        ("gelu_bf16_mlp", "pointwise", lambda x: F.gelu(x, approximate="tanh"), _bf16((tokens, 4 * width))),
+        ("residual_add_bf16", "pointwise", lambda x, y: x + y, _bf16((tokens, width), (tokens, width))),
+        ("adam_like_bf16", "pointwise", _adam_like, _bf16(*[(2_359_296,)] * 4)),
+        ("layer_norm_bf16", "welford", lambda x, w: F.layer_norm(x, (width,), w), _bf16((tokens, width), (width,))),
+        ("softmax_bf16_rows", "reduction", lambda x: torch.softmax(x, -1), _bf16((tokens * 12, 512))),
+    ]

@@ -12,7 +12,7 @@ import torch
 from bench_gpu import run_case  # sets the Inductor cache dir before torch compiles anything
 import halide_xpu
 from bench_cpu import geomean
-from kernels import suite
+from kernels import bf16_suite, suite
 
 try:
     from tqdm import tqdm
@@ -27,6 +27,8 @@ def main() -> int:
                     help="';'-separated override sets, e.g. 'default;stage=0;wg_row=512,fold=16' (default: none)")
     ap.add_argument("--kernels", default="", help="comma-separated names from kernels.py (default: all)")
     ap.add_argument("--size", type=int, default=8192)
+    ap.add_argument("--suite", choices=("kernels", "bf16"), default="kernels",
+                    help="kernels.py's suite, or its bf16 cases at GPT-2/BERT training shapes")
     ap.add_argument("--out", required=True, help="folder for sweep.json and sweep.md")
     args = ap.parse_args()
     if not torch.cuda.is_available():
@@ -35,7 +37,8 @@ def main() -> int:
     configs = [c.strip() for c in args.configs.split(";") if c.strip()]
     for c in configs:  # a typo fails here, not after the Triton runs
         halide_xpu.config.schedule_overrides = "" if c == "default" else c
-    cases = [c for c in suite() if not args.kernels or c[0] in args.kernels.split(",")]
+    cases = [c for c in (bf16_suite() if args.suite == "bf16" else suite())
+             if not args.kernels or c[0] in args.kernels.split(",")]
     torch.manual_seed(0)
     rows = []
     for name, _family, fn, make in tqdm(cases, desc="kernels", unit="kernel"):

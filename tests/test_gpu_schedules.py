@@ -316,13 +316,19 @@ def _bf16_step(p: torch.Tensor, m: torch.Tensor, g: torch.Tensor, x: torch.Tenso
     return F.pad(x, (0, 3)).to(torch.bfloat16) * 2
 
 
+def _bf16_outputs(p: torch.Tensor, g: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    m = p * 0.9 + g
+    return p - 0.1 * m / (p.abs() + 1), m, F.pad(x, (0, 3)).to(torch.bfloat16) * 2
+
+
 @pytest.mark.parametrize("n", [768 * 4, 1001])
 def test_narrow_lanes_are_strided(n, monkeypatch, tmp_path):
-    """CUDA kernels with 16-bit buffers unroll their lanes (Plan.unroll_lanes); a work-item's lanes are a
-    work-group apart, so each load and store instruction of a warp is contiguous (adjacent lanes ran a bf16 copy at
-    half of Triton's bandwidth): no schedule keeps adjacent unrolled lanes."""
-    args = tuple(torch.randn(n, dtype=torch.bfloat16) for _ in range(3)) + (torch.randn(37, 29),)
-    twins = _cuda_twins(_bf16_step, args, monkeypatch, tmp_path)
+    """CUDA pointwise kernels with 16-bit buffers unroll their lanes (Plan.unroll_lanes) a work-group apart
+    (``strided``), so each load and store instruction of a warp is contiguous. (In-place updates with register
+    copies keep adjacent lanes: their copies are loaded all at once per work-item, and strided lanes, one point at
+    a time, took GPT-2's bf16 AdamW step from 898 to 981 µs on the H100.)"""
+    args = tuple(torch.randn(n, dtype=torch.bfloat16) for _ in range(2)) + (torch.randn(37, 29),)
+    twins = _cuda_twins(_bf16_outputs, args, monkeypatch, tmp_path)
     assert twins
     for meta, _, lines, variant in twins:
         assert not [line for line in lines if "_lanes" in line], (variant, lines)

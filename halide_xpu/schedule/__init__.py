@@ -164,27 +164,22 @@ def _register_tiling(plan: Plan, meta: KernelMeta, spec: ScheduleSpec) -> Option
 def _fused_in_registers(rec: Recorder, plan: Plan, copies: list[hl.Func], wg: int, vec: int) -> None:
     """Every output in one kernel, each work-item ``vec`` points of each; it loads its points of the inputs the
     outputs overwrite into registers first, then computes and stores every output: no copy kernel and no second
-    pass (AdamW's update: 2 launches and 13 array passes became 1 and 7). Unrolled lanes (CUDA, narrow types) are
-    ``wg`` points apart (``pointwise.gpu_strided``) and taken one point of every output at a time."""
+    pass (AdamW's update: 2 launches and 13 array passes became 1 and 7)."""
     outs = plan.outputs()
     prefix = outs[0].name()
-    strided = vec > 1 and rec.unroll_lanes
-    at = hl.Var(f"{prefix}_u" if strided else f"{prefix}_wi")  # the loop the outputs and copies share
+    wi = hl.Var(f"{prefix}_wi")
     for f in outs:
         x = f.args()[0]
-        if strided:
-            pointwise.gpu_strided(rec, f, f.name(), x, None, vec, wg, prefix)
-            continue
         if vec > 1:
             xv, lanes = hl.Var(f"{prefix}_v"), hl.Var(f"{prefix}_lanes")
             rec(f, f.name(), "split", x, xv, lanes, vec, GUARD)
             rec(f, f.name(), "vectorize", lanes)
             x = xv
-        rec(f, f.name(), "gpu_tile", x, hl.Var(f"{prefix}_wg"), at, wg, GUARD)
+        rec(f, f.name(), "gpu_tile", x, hl.Var(f"{prefix}_wg"), wi, wg, GUARD)
     for before, f in zip(outs, outs[1:]):
-        rec(f, f.name(), "compute_with", before, at)
+        rec(f, f.name(), "compute_with", before, wi)
     for copy in copies:
-        rec(copy, copy.name(), "compute_at", outs[0], at)
+        rec(copy, copy.name(), "compute_at", outs[0], wi)
         rec(copy, copy.name(), "unroll", copy.args()[0])
 
 

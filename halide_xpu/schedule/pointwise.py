@@ -12,9 +12,10 @@ from .common import GUARD, SHIFT, Plan, Recorder, fuse_all, pow2_floor, total
 
 def default_params(gpu: bool, vector_width: int) -> dict[str, int]:
     """Tunables: ``vector`` lanes, ``wg`` work-group size, ``unroll`` (vectors per work-item), ``tile`` and
-    ``unroll_tile`` (transposes) on GPUs, ``tasks_per_core`` (host parallel split)."""
+    ``unroll_tile`` (transposes), ``strided`` (unrolled lanes a work-group apart) on GPUs, ``tasks_per_core``
+    (host parallel split)."""
     if gpu:  # tile: transposes in 64x64 local-memory tiles (H100: 1.15x Triton vs 1.22x with 32x32)
-        return {"vector": 4, "wg": 256, "tile": 64, "unroll_tile": 1, "unroll": 1}
+        return {"vector": 4, "wg": 256, "tile": 64, "unroll_tile": 1, "unroll": 1, "strided": 1}
     return {"vector": vector_width, "tasks_per_core": 4, "min_chunk": 4096}
 
 
@@ -127,8 +128,8 @@ def _gpu(rec: Recorder, out: hl.Func, label: str, x: hl.Var, n: Optional[int], s
     name = prefix or label
     while n is not None and vec > 1 and (n % vec or n < vec * wg):
         vec //= 2
-    if vec > 1 and rec.unroll_lanes:
-        return gpu_strided(rec, out, label, x, n, vec * spec.get("unroll", 1), wg, name)
+    if vec > 1 and rec.unroll_lanes and spec.get("strided", 1):
+        return _gpu_strided(rec, out, label, x, n, vec * spec.get("unroll", 1), wg, name)
     if vec > 1:
         xv, lanes = hl.Var(f"{name}_v"), hl.Var(f"{name}_lanes")
         rec(out, label, "split", x, xv, lanes, vec, GUARD)
@@ -152,7 +153,7 @@ def _gpu(rec: Recorder, out: hl.Func, label: str, x: hl.Var, n: Optional[int], s
     return bx
 
 
-def gpu_strided(rec: Recorder, out: hl.Func, label: str, x: hl.Var, n: Optional[int], lanes: int, wg: int,
+def _gpu_strided(rec: Recorder, out: hl.Func, label: str, x: hl.Var, n: Optional[int], lanes: int, wg: int,
                  name: str) -> hl.Var:
     """Each work-item of a ``wg`` work-group takes ``lanes`` points ``wg`` apart (unrolled); the work-item Var is
     ``<name>_wi`` as in ``_gpu``."""
