@@ -324,16 +324,19 @@ def _bf16_outputs(p: torch.Tensor, g: torch.Tensor, x: torch.Tensor) -> tuple[to
 @pytest.mark.parametrize("n", [768 * 4, 1001])
 def test_narrow_lanes_are_strided(n, monkeypatch, tmp_path):
     """CUDA pointwise kernels with 16-bit buffers unroll their lanes (Plan.unroll_lanes) a work-group apart
-    (``strided``), so each load and store instruction of a warp is contiguous. (In-place updates with register
-    copies keep adjacent lanes: their copies are loaded all at once per work-item, and strided lanes, one point at
-    a time, took GPT-2's bf16 AdamW step from 898 to 981 µs on the H100.)"""
+    (``strided``), so each load and store instruction of a warp is contiguous. Kernels of several outputs keep
+    adjacent lanes (H100: in-place AdamW with register copies 898 -> 981 µs strided, a 3-output bf16 update
+    0.54x -> 0.84x Triton)."""
+    monkeypatch.setattr(__import__("halide_xpu").config, "cache_dir", str(tmp_path))  # every kernel built here
     args = tuple(torch.randn(n, dtype=torch.bfloat16) for _ in range(2)) + (torch.randn(37, 29),)
     twins = _cuda_twins(_bf16_outputs, args, monkeypatch, tmp_path)
-    assert twins
+    assert sorted(t[3] for t in twins) == ["pointwise", "pointwise_fused"], [t[3] for t in twins]
     for meta, _, lines, variant in twins:
-        assert not [line for line in lines if "_lanes" in line], (variant, lines)
         strided = [line for line in lines if re.search(r"reorder\(\w+_u, \w+_wi, \w+_wg\)", line)]
-        assert strided or n % 4, (variant, lines)  # 1001 points: one lane per work-item
+        if variant == "pointwise":  # the padded cast
+            assert strided and not [line for line in lines if "_lanes" in line], lines
+        else:
+            assert not strided, lines
 
 
 @pytest.mark.parametrize("n", [768 * 4, 1001])

@@ -190,7 +190,10 @@ def gpu_fused(rec: Recorder, plan: Plan, funcs: list[hl.Func], n: int, spec: Sch
     loop Var names, each ``compute_with`` the one before at the work-item loop, so a work-item computes all of
     them at its points (one launch and one pass over shared inputs instead of a kernel per Func)."""
     gspec = spec if plan.gpu_vectors else spec.with_params(vector=1)
-    gspec = gspec.with_params(unroll=1)  # one loop structure: the work-item Var is ``<prefix>_wi``
+    # one loop structure (the work-item Var is ``<prefix>_wi``); adjacent lanes: with each output's lanes a loop
+    # of its own under the shared work-item, strided ones ran a bf16 3-output update at 0.84x Triton, adjacent at
+    # 0.54x (H100, sweep_bf16_da40170.md)
+    gspec = gspec.with_params(unroll=1, strided=0)
     prefix = funcs[0].name()
     for f in funcs:
         args = list(f.args())
