@@ -400,3 +400,37 @@ def test_strided_row_lanes_correct(width, monkeypatch, tmp_path):
     torch.testing.assert_close(got, _bf16_rows(*args), atol=2e-2, rtol=2e-2)
     schedules = "".join(p.read_text() for p in tmp_path.rglob("schedule.txt"))
     assert re.search(r"reorder\(\w+_lanes, \w+_step, \w+_wi", schedules), schedules
+
+
+def _cast_scale(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return (x.float() * 2 + y).to(torch.bfloat16)
+
+
+@pytest.mark.parametrize("n", [8 * 256 * 3, 1001])
+def test_staged_lanes(n, monkeypatch, tmp_path):
+    """``stage_lanes`` (CUDA, 16-bit buffers): a work-item loads its points of every input before it stores any
+    (ptxas keeps each unrolled lane's load behind the previous lane's store); only where the points tile exactly.
+    The same bits as the default schedule, run on the OpenCL device with CUDA's unrolled lanes."""
+    import halide_xpu
+    from halide_xpu.schedule import common
+
+    monkeypatch.setattr(halide_xpu.config, "schedule_overrides", "stage_lanes=1")
+    monkeypatch.setattr(halide_xpu.config, "cache_dir", str(tmp_path / "twins"))
+    args = (torch.randn(n, dtype=torch.bfloat16), torch.randn(n))
+    twins = _cuda_twins(_cast_scale, args, monkeypatch, tmp_path)
+    lines = "\n".join(twins[0][2])
+    assert ("compute_at(out_ptr0, out_ptr0_wi)" in lines) == (n % 8 == 0), lines
+    if not opencl_available():
+        return
+    monkeypatch.setattr(common.Plan, "unroll_lanes", property(lambda self: True))
+    monkeypatch.setattr(common.Plan, "gpu_vectors", property(lambda self: True))
+    results = []
+    for overrides in ("stage_lanes=1", ""):
+        monkeypatch.setattr(halide_xpu.config, "schedule_overrides", overrides)
+        monkeypatch.setattr(halide_xpu.config, "cache_dir", str(tmp_path / f"run{overrides}"))
+        monkeypatch.setattr(compiler, "_memory", {})
+        torch._dynamo.reset()
+        halide_xpu.stats.reset()
+        results.append(torch.compile(_cast_scale, fullgraph=True)(*args))
+        assert halide_xpu.stats.counters["kernels_generated"] and not halide_xpu.stats.fallbacks
+    assert torch.equal(results[0], results[1]) and torch.equal(results[0], _cast_scale(*args))

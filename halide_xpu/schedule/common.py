@@ -246,6 +246,23 @@ class Plan:
             found.append(param)
         return found
 
+    def lane_inputs(self, x: hl.Var) -> Optional[list[Any]]:
+        """The 1-D inputs of a 1-D kernel, each loaded only at ``x`` itself (``in_ptrN[x,]``), or None where any
+        other load exists (those a per-work-item staging of ``x``'s points would not cover)."""
+        found: list[Any] = []
+        for m in _INDEX.finditer(self.source):
+            name, index = m.group(1), m.group(2).replace(",", "").strip()
+            param = self.funcs.get(name + STORAGE_SUFFIX, self.funcs.get(name))
+            if not isinstance(param, hl.ImageParam):
+                return None
+            if param.dimensions() == 0:
+                continue
+            if param.dimensions() != 1 or index != x.name():
+                return None
+            if all(p is not param for p in found):
+                found.append(param)
+        return found
+
     def reductions(self) -> list[hl.Func]:
         return [self.funcs[n] for n in self.meta.reductions if isinstance(self.funcs.get(n), hl.Func)]
 

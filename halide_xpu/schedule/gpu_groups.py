@@ -36,7 +36,7 @@ def rfactor_across(rec: Recorder, f: hl.Func, wg: int, lanes: int = 1) -> tuple[
     """Split the reduction by ``wg`` (times ``lanes`` adjacent elements each) and rfactor: one partial per
     work-item, each striding over the row. Returns (partials, stride RVar, work-item Var, lane RVar). Unrolled
     lanes (``rec.unroll_lanes``: CUDA, narrow types) are ``wg`` elements apart instead, so each load instruction
-    of a warp reads contiguous memory (see ``pointwise.gpu_strided``)."""
+    of a warp reads contiguous memory (see ``pointwise._gpu_strided``)."""
     name, lbl = f.name(), f"{f.name()}.update()"
     ro, ri, rw, rl = (hl.RVar(f"{name}_{n}") for n in ("ro", "ri", "rw", "rl"))
     u = hl.Var(f"{name}_wi")

@@ -107,7 +107,7 @@ def _row_threads(rec: Recorder, f: hl.Func, label: str, x: hl.Var, outer: list[h
                  prefix: Optional[str] = None) -> hl.Var:
     """Split ``x`` into ``vec``-wide vectors dealt round-robin to ``wg`` work-items; returns the serial step Var.
     New loops are named ``<prefix>_...`` (default ``label``). Unrolled lanes (``rec.unroll_lanes``) are ``wg``
-    elements apart instead (coalesced scalar loads and stores, see ``pointwise.gpu_strided``)."""
+    elements apart instead (coalesced scalar loads and stores, see ``pointwise._gpu_strided``)."""
     prefix = prefix or label
     lanes = None
     if vec > 1 and rec.unroll_lanes:

@@ -17,7 +17,8 @@ def default_params(gpu: bool, vector_width: int) -> dict[str, int]:
     if gpu:  # tile: transposes in 64x64 local-memory tiles (H100: 1.15x Triton vs 1.22x with 32x32)
         # strided_lanes: H100 sweep (benchmarks/results/NVIDIA_H100_80GB_HBM3/sweep_bf16.md), 16 vs 4 lanes: bf16 gelu
         # 0.78 -> 0.49x Triton, a pad of bf16 logits 1.77 -> 1.64x, a bf16 scale 0.95 -> 0.96x
-        return {"vector": 4, "wg": 256, "tile": 64, "unroll_tile": 1, "unroll": 1, "strided": 1, "strided_lanes": 16}
+        return {"vector": 4, "wg": 256, "tile": 64, "unroll_tile": 1, "unroll": 1, "strided": 1, "strided_lanes": 16,
+                "stage_lanes": 0, "staged_lanes": 8}
     return {"vector": vector_width, "tasks_per_core": 4, "min_chunk": 4096}
 
 
@@ -46,6 +47,10 @@ def schedule_output(rec: Recorder, plan: Plan, out: hl.Func, spec: ScheduleSpec)
     staged = plan.transposed_inputs(args[0], transposed[0]) if transposed and spec.get("tile", 32) and alone else []
     if staged:
         return _gpu_tiled(rec, out, label, args, transposed[0], staged, spec)
+    if plan.caps.gpu and rec.unroll_lanes and spec.get("stage_lanes", 0) and alone and len(args) == 1 and n:
+        inputs = plan.lane_inputs(args[0])
+        if inputs and _gpu_staged(rec, out, label, args[0], n, inputs, spec):
+            return hl.Var(f"{label}_wg")
     fused = fuse_all(rec, out, args, label) if len(args) > 1 else args[0]
     if plan.caps.gpu:
         return _gpu(rec, out, label, fused, n, spec if plan.gpu_vectors else spec.with_params(vector=1))
@@ -174,6 +179,28 @@ def _gpu_strided(rec: Recorder, out: hl.Func, label: str, x: hl.Var, n: Optional
     rec(out, label, "gpu_threads", tx)
     rec(out, label, "unroll", xu)
     return bx
+
+
+def _gpu_staged(rec: Recorder, out: hl.Func, label: str, x: hl.Var, n: int, inputs: list[Any],
+                spec: ScheduleSpec) -> bool:
+    """``stage_lanes``: each work-item loads its ``staged_lanes`` adjacent points of every input into registers
+    first, then computes and stores them. Unrolled lanes otherwise load and store in turn, and ptxas does not move
+    a load above an earlier store: one load in flight per work-item (SASS, ``sass_load_order.md``). The points
+    must tile exactly (a copy is loaded outside the tail guard); False, nothing scheduled, where they do not."""
+    vec = spec.get("staged_lanes", 8)
+    wg = next((w for w in range(min(spec.get("wg", 256), 1024), 31, -32) if n % (vec * w) == 0), None)
+    if wg is None:
+        return False
+    xv, lanes = hl.Var(f"{label}_v"), hl.Var(f"{label}_lanes")
+    rec(out, label, "split", x, xv, lanes, vec, GUARD)
+    rec(out, label, "vectorize", lanes)  # unrolled (Recorder.unroll_lanes)
+    tx = hl.Var(f"{label}_wi")
+    rec(out, label, "gpu_tile", xv, hl.Var(f"{label}_wg"), tx, wg, GUARD)
+    for param in inputs:
+        copy = rec(param, param.name(), "in_")
+        rec(copy, copy.name(), "compute_at", out, tx)
+        rec(copy, copy.name(), "unroll", copy.args()[0])
+    return True
 
 
 def fusable_outputs(plan: Plan) -> bool:
