@@ -18,7 +18,7 @@ def default_params(gpu: bool, vector_width: int) -> dict[str, int]:
         # strided_lanes: H100 sweep (benchmarks/results/NVIDIA_H100_80GB_HBM3/sweep_bf16.md), 16 vs 4 lanes: bf16 gelu
         # 0.78 -> 0.49x Triton, a pad of bf16 logits 1.77 -> 1.64x, a bf16 scale 0.95 -> 0.96x
         return {"vector": 4, "wg": 256, "tile": 64, "unroll_tile": 1, "unroll": 1, "strided": 1, "strided_lanes": 16,
-                "stage_lanes": 0, "staged_lanes": 8}
+                "stage_lanes": 0}
     return {"vector": vector_width, "tasks_per_core": 4, "min_chunk": 4096}
 
 
@@ -183,23 +183,24 @@ def _gpu_strided(rec: Recorder, out: hl.Func, label: str, x: hl.Var, n: Optional
 
 def _gpu_staged(rec: Recorder, out: hl.Func, label: str, x: hl.Var, n: int, inputs: list[Any],
                 spec: ScheduleSpec) -> bool:
-    """``stage_lanes``: each work-item loads its ``staged_lanes`` adjacent points of every input into registers
-    first, then computes and stores them. Unrolled lanes otherwise load and store in turn, and ptxas does not move
-    a load above an earlier store: one load in flight per work-item (SASS, ``sass_load_order.md``). The points
-    must tile exactly (a copy is loaded outside the tail guard); False, nothing scheduled, where they do not."""
-    vec = spec.get("staged_lanes", 8)
-    wg = next((w for w in range(min(spec.get("wg", 256), 1024), 31, -32) if n % (vec * w) == 0), None)
-    if wg is None:
+    """``stage_lanes``: strided lanes (``_gpu_strided``) whose inputs a work-group first copies into local memory,
+    each work-item its lanes' points: all of its loads are issued before any global store (unrolled lanes load and
+    store in turn otherwise, and ptxas does not move a load above an earlier store: one load in flight per
+    work-item, ``sass_load_order.md``). Only where the points tile exactly (the copy is not guarded); False,
+    nothing scheduled, where they do not."""
+    lanes, wg = spec.get("strided_lanes", 16), spec.get("wg", 256)
+    while lanes > 1 and n % (lanes * wg):
+        lanes //= 2
+    if lanes < 2:
         return False
-    xv, lanes = hl.Var(f"{label}_v"), hl.Var(f"{label}_lanes")
-    rec(out, label, "split", x, xv, lanes, vec, GUARD)
-    rec(out, label, "vectorize", lanes)  # unrolled (Recorder.unroll_lanes)
-    tx = hl.Var(f"{label}_wi")
-    rec(out, label, "gpu_tile", xv, hl.Var(f"{label}_wg"), tx, wg, GUARD)
+    block = _gpu_strided(rec, out, label, x, n, lanes, wg, label)
     for param in inputs:
         copy = rec(param, param.name(), "in_")
-        rec(copy, copy.name(), "compute_at", out, tx)
-        rec(copy, copy.name(), "unroll", copy.args()[0])
+        cx, cu, ct = copy.args()[0], hl.Var(f"{copy.name()}_u"), hl.Var(f"{copy.name()}_wi")
+        rec(copy, copy.name(), "compute_at", out, block)
+        rec(copy, copy.name(), "split", cx, cu, ct, wg)
+        rec(copy, copy.name(), "gpu_threads", ct)
+        rec(copy, copy.name(), "unroll", cu)
     return True
 
 
