@@ -1,6 +1,7 @@
 """Pointwise schedule: fuse an output's dims, vectorize, then parallel chunks (host) or work-groups (GPU)."""
 from __future__ import annotations
 
+import re
 from typing import Any, Optional
 
 import halide as hl
@@ -10,15 +11,19 @@ from . import updates
 from .common import GUARD, SHIFT, Plan, Recorder, fuse_all, pow2_floor, total
 
 
+_TRANSCENDENTAL = re.compile(r"\b(?:hl|hx)\.(?:tanh|exp|expm1|erf|erfc|log|log1p|pow|sin|cos|tan|atan|sigmoid|cuda_exp|cuda_erf)\(")
+
+
 def default_params(gpu: bool, vector_width: int) -> dict[str, int]:
     """Tunables: ``vector`` lanes, ``wg`` work-group size, ``unroll`` (vectors per work-item), ``tile`` and
-    ``unroll_tile`` (transposes), ``strided`` (unrolled lanes a work-group apart, ``strided_lanes`` of them) on
-    GPUs, ``tasks_per_core`` (host parallel split)."""
+    ``unroll_tile`` (transposes), ``strided`` (unrolled lanes a work-group apart, ``strided_lanes`` of them),
+    ``stage_lanes`` (``staged_lanes`` of them, inputs staged in local memory) on GPUs, ``tasks_per_core`` (host
+    parallel split)."""
     if gpu:  # tile: transposes in 64x64 local-memory tiles (H100: 1.15x Triton vs 1.22x with 32x32)
         # strided_lanes: H100 sweep (benchmarks/results/NVIDIA_H100_80GB_HBM3/sweep_bf16.md), 16 vs 4 lanes: bf16 gelu
         # 0.78 -> 0.49x Triton, a pad of bf16 logits 1.77 -> 1.64x, a bf16 scale 0.95 -> 0.96x
         return {"vector": 4, "wg": 256, "tile": 64, "unroll_tile": 1, "unroll": 1, "strided": 1, "strided_lanes": 16,
-                "stage_lanes": 0}
+                "stage_lanes": 1, "staged_lanes": 8}
     return {"vector": vector_width, "tasks_per_core": 4, "min_chunk": 4096}
 
 
@@ -47,7 +52,10 @@ def schedule_output(rec: Recorder, plan: Plan, out: hl.Func, spec: ScheduleSpec)
     staged = plan.transposed_inputs(args[0], transposed[0]) if transposed and spec.get("tile", 32) and alone else []
     if staged:
         return _gpu_tiled(rec, out, label, args, transposed[0], staged, spec)
-    if plan.caps.gpu and rec.unroll_lanes and spec.get("stage_lanes", 0) and alone and len(args) == 1 and n:
+    # memory-bound kernels only (H100, sweep_stage_lanes.md, 8 lanes: a bf16 logits cast 1.27 -> 1.00x Triton, a
+    # scale 1.06 -> 0.74x, an add 1.02 -> 0.75x; a tanh gelu 0.96 -> 1.12x)
+    light = not _TRANSCENDENTAL.search(plan.source)
+    if plan.caps.gpu and rec.unroll_lanes and spec.get("stage_lanes", 1) and light and alone and len(args) == 1 and n:
         inputs = plan.lane_inputs(args[0])
         if inputs and _gpu_staged(rec, out, label, args[0], n, inputs, spec):
             return hl.Var(f"{label}_wg")
@@ -188,7 +196,7 @@ def _gpu_staged(rec: Recorder, out: hl.Func, label: str, x: hl.Var, n: int, inpu
     store in turn otherwise, and ptxas does not move a load above an earlier store: one load in flight per
     work-item, ``sass_load_order.md``). Only where the points tile exactly (the copy is not guarded); False,
     nothing scheduled, where they do not."""
-    lanes, wg = spec.get("strided_lanes", 16), spec.get("wg", 256)
+    lanes, wg = spec.get("staged_lanes", 8), spec.get("wg", 256)
     while lanes > 1 and n % (lanes * wg):
         lanes //= 2
     if lanes < 2:
