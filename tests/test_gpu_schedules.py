@@ -443,3 +443,14 @@ def test_transcendental_kernels_are_not_staged(monkeypatch, tmp_path):
                         monkeypatch, tmp_path)
     lines = "\n".join(twins[0][2])
     assert "_u, " in lines and "in_()" not in lines, lines
+
+
+def test_staged_lanes_fit_local_memory(monkeypatch, tmp_path):
+    """Twelve fp32 inputs of a bf16 output: the staged copies (12 x 4 bytes x 256 work-items per lane) must fit in
+    half of the 48 KB of local memory, so fewer lanes are staged (8 lanes would need 96 KB: a launch that fails)."""
+    monkeypatch.setattr(__import__("halide_xpu").config, "cache_dir", str(tmp_path))
+    n = 8 * 256 * 2
+    twins = _cuda_twins(lambda *xs: sum(xs).to(torch.bfloat16), tuple(torch.randn(n) for _ in range(12)),
+                        monkeypatch, tmp_path)
+    lines = "\n".join(twins[0][2])
+    assert "in_()" in lines and re.search(r"out_ptr0_u, 2, ", lines), lines

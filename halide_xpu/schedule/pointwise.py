@@ -57,7 +57,7 @@ def schedule_output(rec: Recorder, plan: Plan, out: hl.Func, spec: ScheduleSpec)
     light = not _TRANSCENDENTAL.search(plan.source)
     if plan.caps.gpu and rec.unroll_lanes and spec.get("stage_lanes", 1) and light and alone and len(args) == 1 and n:
         inputs = plan.lane_inputs(args[0])
-        if inputs and _gpu_staged(rec, out, label, args[0], n, inputs, spec):
+        if inputs and _gpu_staged(rec, out, label, args[0], n, inputs, spec, plan.caps.local_mem):
             return hl.Var(f"{label}_wg")
     fused = fuse_all(rec, out, args, label) if len(args) > 1 else args[0]
     if plan.caps.gpu:
@@ -190,14 +190,15 @@ def _gpu_strided(rec: Recorder, out: hl.Func, label: str, x: hl.Var, n: Optional
 
 
 def _gpu_staged(rec: Recorder, out: hl.Func, label: str, x: hl.Var, n: int, inputs: list[Any],
-                spec: ScheduleSpec) -> bool:
+                spec: ScheduleSpec, local_mem: int) -> bool:
     """``stage_lanes``: strided lanes (``_gpu_strided``) whose inputs a work-group first copies into local memory,
     each work-item its lanes' points: all of its loads are issued before any global store (unrolled lanes load and
     store in turn otherwise, and ptxas does not move a load above an earlier store: one load in flight per
-    work-item, ``sass_load_order.md``). Only where the points tile exactly (the copy is not guarded); False,
-    nothing scheduled, where they do not."""
+    work-item, ``sass_load_order.md``). Only where the points tile exactly (the copy is not guarded) and the copies
+    fit in half of ``local_mem``; False, nothing scheduled, where they do not."""
     lanes, wg = spec.get("staged_lanes", 8), spec.get("wg", 256)
-    while lanes > 1 and n % (lanes * wg):
+    row = sum(p.type().bytes() for p in inputs) * wg  # local memory per lane
+    while lanes > 1 and (n % (lanes * wg) or lanes * row > local_mem // 2):
         lanes //= 2
     if lanes < 2:
         return False
