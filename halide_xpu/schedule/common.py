@@ -248,7 +248,7 @@ class Plan:
 
     def lane_inputs(self, x: hl.Var) -> Optional[list[Any]]:
         """The 1-D inputs of a 1-D kernel, each loaded only at ``x`` itself (``in_ptrN[x,]``), or None where any
-        other load exists (those a per-work-item staging of ``x``'s points would not cover)."""
+        other load exists (those a staging of ``x``'s points, ``pointwise._gpu_staged``, would not cover)."""
         found: list[Any] = []
         for m in _INDEX.finditer(self.source):
             name, index = m.group(1), m.group(2).replace(",", "").strip()

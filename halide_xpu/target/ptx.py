@@ -33,10 +33,12 @@ kernel's glue that hands the runtime the rewritten module instead (``glue_source
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import re
 import tempfile
 from pathlib import Path
+from typing import Optional
 
 log = logging.getLogger(__name__)
 
@@ -136,16 +138,19 @@ def extract(obj: bytes) -> str:
     return obj[start:end].decode("ascii")
 
 
-def _expand_chains(ptx: str, name: str, marker: str, pattern: re.Pattern, block: str) -> tuple[str, int]:
-    """Replace each marker instruction whose operand is another marker instruction's result by ``block`` applied to
-    the inner one's operand (the inner line stays: dead code). Lone marker instructions (libdevice's) are kept."""
-    sources = {m.group(2): m.group(3) for m in pattern.finditer(ptx)}  # result register -> operand
+def _expand_chains(ptx: str, name: str, marker: str, pattern: re.Pattern, block: str,
+                   inner: Optional[re.Pattern] = None) -> tuple[str, int]:
+    """Replace each marker instruction whose operand is the result of an ``inner`` instruction (default: another
+    marker instruction) by ``block`` applied to the inner one's operand (the inner line stays: dead code; ``n`` in
+    ``block`` numbers the expansions). Lone marker instructions (libdevice's) are kept."""
+    sources = {m.group(2): m.group(3) for m in (inner or pattern).finditer(ptx)}  # result register -> operand
+    numbers = itertools.count(1)
 
     def expand(m: re.Match) -> str:
-        inner = sources.get(m.group(3))
-        if inner is None:
+        source = sources.get(m.group(3))
+        if source is None:
             return m.group(0)
-        return block.format(indent=m.group(1), d=m.group(2), x=inner)
+        return block.format(indent=m.group(1), d=m.group(2), x=source, n=next(numbers))
 
     out, _ = pattern.subn(expand, ptx)
     count = sum(1 for m in pattern.finditer(ptx) if m.group(3) in sources)
@@ -158,18 +163,7 @@ def _expand_chains(ptx: str, name: str, marker: str, pattern: re.Pattern, block:
 def _expand_index_checks(ptx: str) -> tuple[str, int]:
     """Each index-check marker (an ``rsqrt.approx.ftz.f32`` of an ``rcp.rn.ftz.f32`` result, once the exp and bf16
     chains are expanded) as ``_INDEX_CHECK_BLOCK``; the module gains ``__assertfail``'s declaration and the message."""
-    flags = {m.group(2): m.group(3) for m in _BF16_LINE.finditer(ptx)}  # rcp result -> its operand (the flag)
-    count = 0
-
-    def expand(m: re.Match) -> str:
-        nonlocal count
-        flag = flags.get(m.group(3))
-        if flag is None:
-            return m.group(0)
-        count += 1
-        return _INDEX_CHECK_BLOCK.format(indent=m.group(1), d=m.group(2), x=flag, n=count)
-
-    out = _EXP_LINE.sub(expand, ptx)
+    out, count = _expand_chains(ptx, "index check", EXP_MARKER, _EXP_LINE, _INDEX_CHECK_BLOCK, inner=_BF16_LINE)
     if count:
         out, declared = _ADDRESS_SIZE.subn(lambda m: m.group(0) + "\n" + _INDEX_DECLARATIONS, out, count=1)
         if not declared or "__assertfail" in ptx:
