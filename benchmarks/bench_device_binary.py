@@ -1,9 +1,11 @@
-"""Cold and warm kernel load per device-binary format (source, SPIR-V) on the sycl emulation device, and launch cost.
+"""Cold and warm kernel load per device-binary format (source, SPIR-V, native) on the sycl emulation device, and
+launch cost.
 
 Each measurement is a fresh process: ``cold`` with an empty cache directory, ``warm`` on the cache the cold run
-left. Reported per kernel set: device-code build ahead of launch (``device_binary.attach``: SPIR-V compile or cache
-read), first launch (program build from OpenCL C, or SPIR-V load), their sum, and the steady per-call time.
-Usage: ``python benchmarks/bench_device_binary.py [--out results.json]``.
+left. Reported per kernel set: device-code build ahead of launch (``device_binary.attach``: SPIR-V / native build or
+cache read), first launch (program build from OpenCL C, SPIR-V load, or native binary load), their sum, and the
+steady per-call time; ratios are against the ``source`` format of the same kernels and cache state, same run.
+Usage: ``python benchmarks/bench_device_binary.py [--out benchmarks/results/cpu/device_binary]`` (.json + .md).
 """
 from __future__ import annotations
 
@@ -68,22 +70,33 @@ def run(name: str, fmt: str, cache: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--out", type=Path)
+    parser.add_argument("--out", type=Path, help="path stem: writes <stem>.json and <stem>.md")
     args = parser.parse_args()
-    rows = []
-    print("| kernels | format | cache | build ahead (ms) | first launch (ms) | load total (ms) | steady call (µs) | compiles |")
-    print("|---|---|---|---:|---:|---:|---:|---:|")
+    rows, lines = [], []
+    head = ("| kernels | format | cache | build ahead (ms) | first launch (ms) | load total (ms) | load vs source | "
+            "steady call (µs) | call vs source | device compiles |")
+    for line in (head, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"):
+        lines.append(line)
+        print(line)
     for name in ("softmax_1024", "layernorm_gelu_512", "embedding_backward"):
-        for fmt in ("source", "spirv"):
+        anchor: dict[str, dict] = {}
+        for fmt in ("source", "spirv", "native"):
             with tempfile.TemporaryDirectory() as cache:
                 for state in ("cold", "warm"):
                     r = run(name, fmt, cache)
-                    rows.append({"kernels": name, "format": fmt, "cache": state, **r})
-                    print(f"| {name} | {'/'.join(r['formats'])} | {state} | {r['attach'] * 1e3:.0f} | "
-                          f"{r['first_launch'] * 1e3:.0f} | {(r['attach'] + r['first_launch']) * 1e3:.0f} | "
-                          f"{r['steady_us']:.0f} | {r['counters']['device_compiles']} |", flush=True)
+                    load = r["attach"] + r["first_launch"]
+                    base = anchor.setdefault(state, {"load": load, "steady_us": r["steady_us"]})
+                    rows.append({"kernels": name, "format": fmt, "cache": state, "load_s": load, **r})
+                    line = (f"| {name} | {'/'.join(r['formats'])} | {state} | {r['attach'] * 1e3:.0f} | "
+                            f"{r['first_launch'] * 1e3:.0f} | {load * 1e3:.0f} | {load / base['load']:.2f}x | "
+                            f"{r['steady_us']:.0f} | {r['steady_us'] / base['steady_us']:.2f}x | "
+                            f"{r['counters']['device_compiles']} |")
+                    lines.append(line)
+                    print(line, flush=True)
     if args.out:
-        args.out.write_text(json.dumps(rows, indent=1))
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.with_suffix(".json").write_text(json.dumps(rows, indent=1))
+        args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

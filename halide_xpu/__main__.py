@@ -53,10 +53,13 @@ def main(argv: list[str] | None = None) -> int:
 def _device_binaries(backend: str | None) -> None:
     """The sycl target's device-binary formats: which are available here, the toolchains found, why not."""
     from . import config, device_binary
-    from .target import spirv
+    from .target import spirv, sycl_native
 
     for name in ("clang", "llvm-spirv", "spirv-val", "ocloc"):
         print(f"toolchain {name}: {spirv.version(name)}")
+    why = sycl_native.unavailable()
+    print("SYCL interop library (native binaries from the device's compiler):",
+          why.removeprefix("native: ") if why else sycl_native.library_path())
     for fmt in device_binary.ORDER:
         for where, on in (("emulation device", backend), ("xpu device", "level_zero")):
             why = device_binary.unavailable(fmt, on) if on else "no emulation device"

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib.util
 import logging
 import os
 import subprocess
@@ -12,9 +11,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from . import cache, config, device_binary, schedule, stats
+from . import cache, config, device_binary, schedule, stats, usm
 from . import halide_helpers as hx
 from .meta import DEVICE_CHECK_MESSAGES, DTYPES, STORAGE_SUFFIX, ArgSpec, KernelMeta
+from .native_sources import halide_include_dir
 from .runtime import KernelLauncher
 from .schedule.common import LOCAL_SLACK
 from .target import opencl_build, ptx, targets
@@ -26,19 +26,6 @@ FN_NAME = "hx_kernel"
 CHECK_FN_NAME = "hx_checks"  # the check pipeline (device checks), run before the kernel
 _memory: dict[str, KernelLauncher] = {}
 _memory_lock = threading.Lock()
-
-
-@functools.lru_cache(maxsize=None)
-def halide_include_dir() -> str:
-    spec = importlib.util.find_spec("halide")
-    assert spec is not None and spec.submodule_search_locations, "halide is not installed"
-    return os.path.join(spec.submodule_search_locations[0], "include")
-
-
-@functools.lru_cache(maxsize=None)
-def native_source(name: str) -> str:
-    """Text of a C++ file in ``halide_xpu/native``."""
-    return (Path(__file__).parent / "native" / name).read_text()
 
 
 # The sycl target's kernels call the USM runtime where Halide's OpenCL target calls its OpenCL runtime.
@@ -372,6 +359,11 @@ def kernel_key(meta: KernelMeta, source: str) -> str:
     return cache.cache_key(source, repr(meta), code_version())
 
 
+def _queue(meta: KernelMeta) -> Optional[Callable[[], int]]:
+    """The queue getter of a sycl kernel's launcher (the USM runtime readied for it); None on other targets."""
+    return usm.launch_queue(meta) if meta.target == "sycl" else None
+
+
 def load(meta: KernelMeta, source: str) -> KernelLauncher:
     """The launcher for a kernel: from memory, else from the disk cache, else compiled now."""
     key = kernel_key(meta, source)
@@ -384,7 +376,7 @@ def load(meta: KernelMeta, source: str) -> KernelLauncher:
     if found is not None:
         lib, record = found
         try:
-            launcher = KernelLauncher(lib, meta, record.get("schedule", []), record.get("variant", "?"))
+            launcher = KernelLauncher(lib, meta, record.get("schedule", []), record.get("variant", "?"), _queue(meta))
             stats.counters["disk_cache_hits"] += 1
         except (OSError, AttributeError) as e:
             cache.invalidate(key, str(e))
@@ -396,7 +388,7 @@ def load(meta: KernelMeta, source: str) -> KernelLauncher:
         except subprocess.CalledProcessError as e:
             raise RuntimeError(f"halide_xpu: linking kernel failed in {workdir}:\n{e.stderr}") from e
         lib = cache.publish(key, workdir, {"schedule": lines, "variant": variant, "target": meta.halide_target})
-        launcher = KernelLauncher(lib, meta, lines, variant)
+        launcher = KernelLauncher(lib, meta, lines, variant, _queue(meta))
         seconds = time.perf_counter() - t0
         stats.compile_seconds.append(seconds)
         log.debug("compiled kernel %s in %.3fs (%s)", key[:12], seconds, variant)

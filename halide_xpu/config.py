@@ -16,6 +16,7 @@ SCHEDULERS = ("explicit", "Mullapudi2016", "Adams2019", "Li2018", "Anderson2021"
 DEVICE_TYPES = ("cpu", "gpu", "accelerator")
 # sycl target's device code: auto = native where a toolchain for the device exists, else SPIR-V, else OpenCL C
 DEVICE_BINARIES = ("auto", "source", "spirv", "native")
+GRF_MODES = ("default", "small", "large", "auto")  # register file per hardware thread on Intel GPUs
 # schedule database (autotune/): off = defaults only, db = apply tuned records, max = also tune a kernel the
 # database lacks when it is first compiled (within autotune_budget_s)
 AUTOTUNE_MODES = ("off", "db", "max")
@@ -116,6 +117,9 @@ _KNOBS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     # how the sycl target's kernels reach the device (device_binary.py): OpenCL C source built at first launch, or
     # SPIR-V / native binaries built ahead of launch in child processes and cached on disk
     "device_binary": (_choice("device_binary", DEVICE_BINARIES), "auto"),
+    # Intel GPUs' register-file mode for the sycl target's device binaries (build options of the device
+    # compiler; a kernel's schedule parameter `grf`, e.g. from a tuned record, wins); ignored on other devices
+    "grf_mode": (_choice("grf_mode", GRF_MODES), "default"),
     # opencl target: build each new kernel's OpenCL C in a child process first (target/opencl_build.py): a crash
     # of the OpenCL compiler rejects that schedule instead of killing the process at the kernel's first launch
     "opencl_build_check": (_bool, True),

@@ -1,7 +1,9 @@
-"""Device binaries of the sycl target: pick a format, build SPIR-V ahead of launch, cache it on disk, hand it to usm."""
+"""Device binaries of the sycl target: pick a format, build SPIR-V and native binaries ahead of launch (child
+processes), cache them on disk, hand them to the USM runtime."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import logging
 import os
@@ -14,14 +16,22 @@ from typing import Optional
 
 from . import cache, config, stats, usm
 from .meta import KernelMeta
-from .target import spirv, sycl_devices
+from .target import spirv, sycl_devices, sycl_native
 
 log = logging.getLogger(__name__)
 
 SOURCE_FILE = "device.cl"  # Halide's OpenCL C of a sycl kernel, beside its kernel.so in the kernel cache
 ORDER = ("native", "spirv", "source")  # auto steps down this list
+GRF_CODES = config.GRF_MODES  # a kernel's schedule parameter `grf` indexes this
+# Build options per GRF mode: (OpenCL, Level Zero), as Intel's compilers spell them. Not run on an Intel GPU here.
+GRF_OPTIONS = {
+    "default": ("", ""),
+    "small": ("-cl-intel-128-GRF-per-thread", "-ze-intel-128-GRF-per-thread"),
+    "large": ("-cl-intel-256-GRF-per-thread", "-ze-opt-large-register-file"),
+    "auto": ("-cl-intel-enable-auto-large-GRF-mode", "-ze-intel-enable-auto-large-GRF-mode"),
+}
 MAGIC = b"HXBIN1\n"  # entry = MAGIC + sha256 hex of the payload + b"\n" + payload
-_logged: set[tuple[str, str]] = set()
+_logged: set[tuple[str, ...]] = set()
 _log_lock = threading.Lock()
 
 
@@ -33,38 +43,70 @@ class Device:
     driver: str
     backend: str
     sub_group: int
+    selector: str = ""  # dpctl filter string: how a child process opens the device (not part of cache keys)
+    intel_gpu: bool = False  # takes Intel GPU build options (GRF mode)
 
 
 def device_of(meta: KernelMeta) -> Device:
     info = sycl_devices.device_info(meta.device_type, meta.device_index)
-    driver = "nominal"
+    driver, selector = "nominal", ""
     if meta.device_type == "cpu":
-        driver = str(sycl_devices.emulation_device().driver_version)
+        dev = sycl_devices.emulation_device()
+        driver, selector = str(dev.driver_version), dev.filter_string
     elif info.backend != "nominal":
         import torch
 
         driver = str(getattr(torch.xpu.get_device_properties(meta.device_index), "driver_version", "unknown"))
-    return Device(info.name, driver, info.backend, info.sub_group)
+        selector = f"level_zero:gpu:{meta.device_index}"
+    return Device(info.name, driver, info.backend, info.sub_group, selector, meta.device_type == "xpu")
+
+
+def grf_mode(meta: KernelMeta) -> str:
+    """The kernel's GRF mode: its schedule parameter ``grf`` (a tuned record) or ``config.grf_mode``."""
+    code = dict(meta.schedule.params).get("grf")
+    return GRF_CODES[code] if code is not None and 0 <= code < len(GRF_CODES) else config.grf_mode
+
+
+def build_options(device: Device, mode: str) -> str:
+    """Device-compiler options for GRF ``mode`` on ``device`` (none on devices that are not Intel GPUs)."""
+    if mode == "default":
+        return ""
+    if not device.intel_gpu:
+        _log_once(("grf", mode, device.name), logging.INFO,
+                  f"halide_xpu: grf_mode={mode!r} applies to Intel GPUs; no build option on {device.name}")
+        return ""
+    return GRF_OPTIONS[mode][1 if device.backend == "level_zero" else 0]
 
 
 def reset_warnings() -> None:
     _logged.clear()
 
 
+def _log_once(key: tuple[str, ...], level: int, message: str) -> None:
+    with _log_lock:
+        if key in _logged:
+            return
+        _logged.add(key)
+    log.log(level, "%s", message)
+
+
 def _step_down(requested: str, reason: str) -> None:
     """Log a step down to the next format once per (requested format, reason)."""
-    with _log_lock:
-        if (requested, reason) in _logged:
-            return
-        _logged.add((requested, reason))
-    level = logging.INFO if requested == "auto" else logging.WARNING
-    log.log(level, "halide_xpu: device_binary=%r: %s; trying the next format", requested, reason)
+    _log_once((requested, reason), logging.INFO if requested == "auto" else logging.WARNING,
+              f"halide_xpu: device_binary={requested!r}: {reason}; trying the next format")
 
 
 def unavailable(fmt: str, backend: str) -> Optional[str]:
     """None when ``fmt`` can be built and loaded here for a device of ``backend``, else why not."""
     if fmt == "native":
-        return spirv.native_unavailable(backend)
+        if backend not in ("opencl", "level_zero"):
+            return f"native: no device binaries for the {backend} backend (no device present)"
+        why = spirv.spirv_unavailable()
+        if why:
+            return f"native: built from SPIR-V, which is unavailable ({why.removeprefix('spirv: ')})"
+        if backend == "level_zero" and sycl_native.ocloc() is not None:
+            return None
+        return sycl_native.unavailable()
     if fmt == "spirv":
         return spirv.spirv_unavailable()
     if backend == "level_zero" and spirv.find_tool("ocloc") is None:
@@ -107,15 +149,16 @@ def entry_path(key: str) -> Path:
     return cache.cache_root() / "device-binaries" / key[:2] / f"{key}.bin"
 
 
-def read_entry(path: Path) -> Optional[bytes]:
-    """A cached binary, or None when absent; a corrupt one is removed with a warning (so it is rebuilt)."""
+def read_entry(path: Path, kind: str = "spirv") -> Optional[bytes]:
+    """A cached binary of ``kind`` (spirv | native), or None when absent; a corrupt one is removed with a warning
+    (so it is rebuilt)."""
     try:
         blob = path.read_bytes()
     except FileNotFoundError:
         return None
     head, _, payload = blob[len(MAGIC):].partition(b"\n")
     ok = blob.startswith(MAGIC) and head.decode(errors="replace") == hashlib.sha256(payload).hexdigest()
-    if ok and payload[:4] == b"\x03\x02\x23\x07":  # SPIR-V magic, little-endian
+    if ok and (kind != "spirv" or payload[:4] == b"\x03\x02\x23\x07"):  # SPIR-V magic, little-endian
         return payload
     log.warning("halide_xpu: corrupt device binary %s (%s); rebuilding", path,
                 "checksum mismatch" if not ok else "not a SPIR-V module")
@@ -155,33 +198,87 @@ def spirv_module(source: str, device: Device) -> bytes:
     return data
 
 
+def _native_toolchain(device: Device) -> str:
+    """What builds native binaries for ``device`` (cache keys): ocloc, else the device's own compiler behind
+    the SYCL runtime (its driver is in the key already) reached through the interop library."""
+    tool = sycl_native.ocloc() if device.backend == "level_zero" else None
+    return f"ocloc:{tool.identity}" if tool else f"interop:{sycl_native.library_path().parent.name}"
+
+
+def _ocloc_device(device: Device) -> str:
+    """``-device`` for ocloc: the PCI device id the runtime reports for this device, never a fixed GPU."""
+    dev = sycl_devices.dpctl().SyclDevice(device.selector)
+    found = sycl_native.device_id(dev.addressof_ref())
+    if not found:
+        raise spirv.DeviceCompileError(f"the runtime reports no device id for {device.name}; ocloc needs one")
+    return f"0x{found:x}"
+
+
+def native_binary(source: str, module: bytes, device: Device, options: str) -> bytes:
+    """The native binary of the SPIR-V ``module`` (built from ``source``) for ``device``: from the disk cache, else
+    built by ocloc or by the device's compiler in a child process; raises spirv.DeviceCompileError."""
+    key = cache.cache_key("native", source, spirv.options(), options, device.name, device.driver, device.backend,
+                          spirv.toolchain_identity(), _native_toolchain(device))
+    path = entry_path(key)
+    found = read_entry(path, "native")
+    if found is not None:
+        return found
+    stats.counters["device_compiles"] += 1
+    tool = sycl_native.ocloc() if device.backend == "level_zero" else None
+    if tool is not None:
+        data = sycl_native.ocloc_build(tool, module, _ocloc_device(device), options)
+    else:
+        data = sycl_native.build_in_child(device.selector, module, options)
+    write_entry(path, data)
+    return data
+
+
+@functools.cache
+def _register_native_loader() -> None:
+    usm.set_native_loader(sycl_native.loader_address())
+
+
 def _forget(entry: Path, device: Device) -> None:
-    """A kernel attached with SPIR-V earlier in this process builds its source from now on."""
+    """A kernel attached with a binary earlier in this process builds its source from now on."""
     src_path = entry / SOURCE_FILE
     if src_path.exists():
-        usm.set_spirv(usm.prepare_source(src_path.read_text(), device.sub_group), b"")
+        source = usm.prepare_source(src_path.read_text(), device.sub_group)
+        usm.set_binary("spirv", source, b"")
+        usm.set_binary("native", source, b"")
 
 
 def attach(meta: KernelMeta, entry: Path) -> str:
-    """Give the USM runtime the device binary of the sycl kernel in cache entry ``entry`` (building it if
-    needed); returns the format its kernels will load: 'spirv' or 'source'. Failures step down to source."""
+    """Give the USM runtime the device binaries of the sycl kernel in cache entry ``entry`` (building them if
+    needed); returns the format its kernels will load: 'native', 'spirv' or 'source'. Failures step down."""
     device = device_of(meta)
     fmt = choose_format(device.backend)
     if fmt == "source":
         _forget(entry, device)
         return fmt
-    if fmt == "native":  # not reachable yet: spirv.native_unavailable explains
-        fmt = "spirv"
     src_path = entry / SOURCE_FILE
     if not src_path.exists() and not save_source(entry / "kernel.o", src_path):
         log.warning("halide_xpu: no OpenCL C found in %s; its kernels build from source at first launch", entry)
         return "source"
     source = usm.prepare_source(src_path.read_text(), device.sub_group)
+    options = build_options(device, grf_mode(meta))
     try:
         data = spirv_module(source, device)
     except spirv.DeviceCompileError as e:
         log.warning("halide_xpu: SPIR-V build of kernel %s failed, using its OpenCL C source: %s", entry.name[:12], e)
         stats.counters["device_compile_failures"] += 1
+        _forget(entry, device)
         return "source"
-    usm.set_spirv(source, data)
-    return "spirv"
+    usm.set_binary("spirv", source, data, options)
+    if fmt == "spirv":
+        usm.set_binary("native", source, b"")
+        return fmt
+    try:
+        native = native_binary(source, data, device, options)
+    except spirv.DeviceCompileError as e:
+        log.warning("halide_xpu: native build of kernel %s failed, using its SPIR-V: %s", entry.name[:12], e)
+        stats.counters["device_compile_failures"] += 1
+        usm.set_binary("native", source, b"")
+        return "spirv"
+    _register_native_loader()
+    usm.set_binary("native", source, native, options)
+    return "native"

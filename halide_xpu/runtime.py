@@ -4,13 +4,11 @@ from __future__ import annotations
 import atexit
 import ctypes
 import logging
-import os
-import subprocess
 import threading
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
-from . import cache
+from . import native_sources
 from .meta import KernelMeta
 from .target import opencl_devices, targets
 
@@ -38,34 +36,20 @@ def _on_error(_ctx: Any, msg: bytes) -> None:
 _error_callback = _ERROR_HANDLER(_on_error)
 
 
+USM_SOURCES = ("usm_device.cpp", "usm_memory.cpp", "usm_programs.cpp", "usm_launch.cpp")
+
+
 def _build_runtime(target: str) -> Path:
     import halide as hl
 
-    from .compiler import halide_include_dir, native_source
+    def standalone_runtime(work: Path) -> list[str]:
+        hl.compile_standalone_runtime(str(work / "runtime.o"), hl.Target(target))
+        return [str(work / "runtime.o")]
 
-    names = ["usm_device.cpp"] + (["cuda_hooks.cpp"] if "cuda" in target.split("-") else [])
-    sources = {n: native_source(n) for n in names}
-    digest = cache.cache_key(*sources.values())[:12]
-    d = cache.cache_root() / f"runtime-{target}-{cache.FORMAT_VERSION}-{digest}"
-    lib = d / "libhalide_xpu_runtime.so"
-    if lib.exists():
-        return lib
-    work = cache.new_workdir()
-    obj = work / "runtime.o"
-    hl.compile_standalone_runtime(str(obj), hl.Target(target))
-    files = [str(obj)]
-    for name, text in sources.items():
-        (work / name).write_text(text)
-        files.append(str(work / name))
-    subprocess.check_call(
-        ["c++", "-O2", "-std=c++17", "-shared", "-fPIC", f"-I{halide_include_dir()}", *files, "-o", str(work / lib.name),
-         "-ldl", "-lpthread"]
-    )
-    try:
-        os.rename(work, d)
-    except OSError:  # built concurrently by another process
-        pass
-    return lib
+    names = [*USM_SOURCES, *(["cuda_hooks.cpp"] if "cuda" in target.split("-") else [])]
+    return native_sources.build_shared(f"runtime-{target}", names, [f"-I{native_sources.halide_include_dir()}",
+                                       "-ldl", "-lpthread"], extra_inputs=standalone_runtime,
+                                       library="libhalide_xpu_runtime.so")
 
 
 def halide_runtime() -> ctypes.CDLL:
@@ -105,21 +89,12 @@ def _release_devices(lib: ctypes.CDLL) -> None:
 class KernelLauncher:
     """Callable for one compiled kernel: takes tensors (anything with ``data_ptr()``) and ints in meta order."""
 
-    def __init__(self, library: Path, meta: KernelMeta, schedule: list[str], variant: str) -> None:
+    def __init__(self, library: Path, meta: KernelMeta, schedule: list[str], variant: str,
+                 queue: Optional[Callable[[], int]] = None) -> None:
         halide_runtime()
         if meta.target == "opencl":
             _used_device_apis.add("opencl")
-        self._queue = None  # supplies the sycl queue when the caller passes none (the CPU emulation)
-        if meta.target == "sycl":
-            from . import usm
-            from .target import sycl_devices
-
-            usm.runtime()
-            if meta.device_type == "cpu":
-                usm.default_queue()
-                self._queue = usm.current_queue_ref
-            else:
-                usm.configure(sycl_devices.device_info(meta.device_type, meta.device_index))
+        self._queue = queue  # supplies the sycl queue when the caller passes none (the CPU emulation)
         self.meta = meta
         self.library = library
         self.schedule = schedule

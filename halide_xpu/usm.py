@@ -34,17 +34,16 @@ import contextlib
 import ctypes
 import functools
 import logging
-import subprocess
 import threading
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
-from . import cache
+from . import native_sources
 from .target import sycl_devices
 
 log = logging.getLogger(__name__)
 
 COUNTER_NAMES = ("launches", "copies_to_host", "copies_to_device", "usm_allocations", "usm_frees", "program_builds",
-                 "binary_loads", "binary_rejects")
+                 "binary_loads", "binary_rejects", "native_loads", "native_rejects")
 POOL_LIMIT_BYTES = 256 << 20
 _local = threading.local()
 _lock = threading.Lock()
@@ -74,8 +73,8 @@ def configure(info: sycl_devices.SyclDeviceInfo) -> None:
 
 
 def counters() -> dict[str, int]:
-    """Process-wide counts of the USM runtime (launches, host<->device copies, allocations, program builds, SPIR-V
-    modules loaded and refused) and ``device_compiles``: device-code compilations run ahead of launch (stats)."""
+    """Process-wide counts of the USM runtime (launches, host<->device copies, allocations, programs made, SPIR-V
+    modules and native binaries loaded and refused) and ``device_compiles``: device-code compilations run ahead of launch (stats)."""
     from . import stats
 
     out = (ctypes.c_uint64 * len(COUNTER_NAMES))()
@@ -92,11 +91,31 @@ def prepare_source(source: str, sub_group: int) -> str:
     return fn(source.encode(), sub_group).decode()
 
 
-def set_spirv(prepared_source: str, spirv: bytes) -> None:
-    """Kernel objects whose prepared source is ``prepared_source`` load ``spirv`` instead of building the source."""
-    fn = runtime().hx_usm_set_spirv
-    fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
-    fn(prepared_source.encode(), spirv, len(spirv))
+BINARY_KINDS = {"spirv": 0, "native": 1}
+
+
+def set_binary(kind: str, prepared_source: str, data: bytes, options: str = "") -> None:
+    """Kernel objects whose prepared source is ``prepared_source`` load ``data`` (a SPIR-V module or a native
+    binary, with the build ``options`` its loader takes) instead of building the source; empty ``data`` forgets."""
+    fn = runtime().hx_usm_set_binary
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p]
+    fn(BINARY_KINDS[kind], prepared_source.encode(), data, len(data), options.encode())
+
+
+def set_native_loader(address: int) -> None:
+    """The function (sycl_interop.cpp's hx_native_bundle) that makes kernel bundles from native binaries."""
+    runtime().hx_usm_set_native_loader(ctypes.c_void_p(address))
+
+
+def launch_queue(meta: Any) -> Optional[Callable[[], int]]:
+    """Prepare the USM runtime for a sycl kernel of ``meta``; the queue getter its launcher uses when the caller
+    passes no queue (the CPU emulation's current queue), else None (torch's XPU stream is passed)."""
+    runtime()
+    if meta.device_type == "cpu":
+        default_queue()
+        return current_queue_ref
+    configure(sycl_devices.device_info(meta.device_type, meta.device_index))
+    return None
 
 
 # ------------------------------------------------------------------ queues (emulation)
@@ -139,26 +158,15 @@ def queue(q: Any) -> Iterator[Any]:
 def _allocator_library() -> ctypes.CDLL:
     import torch
 
-    from .compiler import native_source
-
-    src = native_source("usm_allocator.cpp")
     torch_dir = torch.__path__[0]
     abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
-    d = cache.cache_root() / f"usm-allocator-{cache.cache_key(src, torch.__version__, str(abi))[:16]}"
-    lib = d / "libhx_usm_allocator.so"
-    if not lib.exists():
-        work = cache.new_workdir()
-        (work / "usm_allocator.cpp").write_text(src)
-        cmd = ["c++", "-O2", "-shared", "-fPIC", "-std=c++17", f"-I{torch_dir}/include", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
-               str(work / "usm_allocator.cpp"), f"-L{torch_dir}/lib", "-lc10", f"-Wl,-rpath,{torch_dir}/lib", "-ldl",
-               "-o", str(work / lib.name)]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode:
-            raise RuntimeError(f"halide_xpu: building the USM tensor allocator failed:\n{proc.stderr}")
-        try:
-            work.rename(d)
-        except OSError:  # built concurrently
-            pass
+    try:
+        lib = native_sources.build_shared(
+            "usm-allocator", ["usm_allocator.cpp"],
+            [f"-I{torch_dir}/include", f"-D_GLIBCXX_USE_CXX11_ABI={abi}", f"-L{torch_dir}/lib", "-lc10",
+             f"-Wl,-rpath,{torch_dir}/lib", "-ldl"], key_parts=[torch.__version__])
+    except native_sources.NativeBuildError as e:
+        raise RuntimeError(f"halide_xpu: building the USM tensor allocator failed: {e}") from None
     alloc = ctypes.CDLL(str(lib))
     if alloc.hx_usm_alloc_init(sycl_devices.dpctl_library().encode()) != 0:
         raise sycl_devices.SyclUnavailable("dpctl lacks DPCTLaligned_alloc_shared/DPCTLfree_with_queue")

@@ -19,11 +19,12 @@ if [ "${HALIDE_XPU_WITH_POCL:-0}" = "1" ] && command -v apt-get >/dev/null; then
   echo "== installing PoCL (second OpenCL CPU runtime)"
   { apt_update && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pocl-opencl-icd; } || echo "PoCL install failed; continuing"
 fi
-# Device-code toolchain of the sycl target (OpenCL C -> SPIR-V) and Level Zero's loader (info reports the driver).
+# Device-code toolchain of the sycl target (OpenCL C -> SPIR-V), Level Zero's loader (info reports the driver) and
+# headers (the SYCL interop library that extracts and loads native device binaries is built against them).
 if [ "${HALIDE_XPU_NO_DEVICE_TOOLCHAIN:-0}" != "1" ]; then
   if command -v apt-get >/dev/null && [ "$(id -u)" = "0" ]; then
-    echo "== installing clang-15, llvm-spirv-15, spirv-tools, libze1 (SPIR-V device binaries, Level Zero loader)"
-    { apt_update && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang-15 llvm-spirv-15 spirv-tools libze1; } \
+    echo "== installing clang-15, llvm-spirv-15, spirv-tools, libze1, libze-dev (SPIR-V and native device binaries)"
+    { apt_update && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang-15 llvm-spirv-15 spirv-tools libze1 libze-dev; } \
       || echo "SPIR-V toolchain install failed; the sycl target builds kernels from OpenCL C source instead"
   else
     echo "== no apt-get (or not root): skipping clang-15/llvm-spirv-15/spirv-tools; the sycl target builds kernels from" \

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from halide_xpu import halide_helpers as hx
-from halide_xpu.compiler import halide_include_dir
+from halide_xpu.native_sources import halide_include_dir
 from halide_xpu.target import ptx
 
 F32 = np.float32

@@ -1,4 +1,5 @@
-"""SPIR-V device binaries on the sycl target: built ahead of launch in child processes, cached, loaded by the USM runtime."""
+"""SPIR-V and native device binaries on the sycl target: built ahead of launch in child processes, cached, loaded
+by the USM runtime."""
 from __future__ import annotations
 
 import json
@@ -16,11 +17,15 @@ import conftest
 import halide_xpu
 from conftest import compile_and_check, sycl_unavailable
 from halide_xpu import cache, compiler, config, device_binary, usm
-from halide_xpu.target import spirv
+from halide_xpu.target import spirv, sycl_native
 
 ROOT = Path(__file__).resolve().parents[1]
 _why = sycl_unavailable() or spirv.spirv_unavailable()
 needs_spirv = pytest.mark.skipif(bool(_why), reason=str(_why))
+_why_native = _why or sycl_native.unavailable()
+needs_native = pytest.mark.skipif(bool(_why_native), reason=str(_why_native))
+# The counter that rises when kernels of a format load, and the one that rises when the device refuses them.
+LOADS = {"spirv": ("binary_loads", "binary_rejects"), "native": ("native_loads", "native_rejects")}
 
 # One process: compile a softmax and a sum, check them against eager, print the USM runtime's counters as JSON.
 SCRIPT = """
@@ -41,9 +46,9 @@ print("COUNTERS", json.dumps(usm.counters()))
 
 @pytest.fixture
 def spirv_sycl(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The sycl emulation target with tensors in USM and ``device_binary='auto'`` (SPIR-V where clang is found)."""
+    """The sycl emulation target with tensors in USM and ``device_binary='spirv'``."""
     monkeypatch.setattr(halide_xpu.config, "cpu_target", "sycl")
-    monkeypatch.setattr(halide_xpu.config, "device_binary", "auto")
+    monkeypatch.setattr(halide_xpu.config, "device_binary", "spirv")
     monkeypatch.setattr(torch._inductor.config, "cpu_backend", "halide_xpu")
     monkeypatch.setitem(conftest._current, "target", "sycl")
     device_binary.reset_warnings()
@@ -74,22 +79,40 @@ OPS = {
 
 
 @needs_spirv
+@pytest.mark.parametrize("fmt", ["spirv", pytest.param("native", marks=needs_native)])
 @pytest.mark.parametrize("op", sorted(OPS))
-def test_op_suite_through_spirv(spirv_sycl: None, op: str) -> None:
+def test_op_suite_through_device_binaries(spirv_sycl: None, monkeypatch: pytest.MonkeyPatch, op: str, fmt: str) -> None:
+    monkeypatch.setattr(halide_xpu.config, "device_binary", fmt)
     fn, make = OPS[op]
     torch.manual_seed(0)
     known, before = set(compiler._memory), usm.counters()
-    compile_and_check(fn, *make(), rtol=1e-5, atol=1e-4)
+    scale = {"spirv": 1.0, "native": 1.5}[fmt]  # kernels of their own: a kernel loaded once keeps its program
+    compile_and_check(lambda *a: fn(*a) * scale, *make(), rtol=1e-5, atol=1e-4)
     after = usm.counters()
-    assert _formats_since(known) == {"spirv"}, "auto should pick SPIR-V here"
-    assert after["binary_loads"] > before["binary_loads"], (before, after)
-    assert after["binary_rejects"] == before["binary_rejects"]
+    loads, rejects = LOADS[fmt]
+    assert _formats_since(known) == {fmt}
+    assert after[loads] > before[loads], (before, after)
+    assert after[rejects] == before[rejects]
+    if fmt == "native":  # no SPIR-V was compiled by the device in this process, no source built
+        assert after["binary_loads"] == before["binary_loads"], (before, after)
+
+
+@needs_native
+def test_auto_picks_native_on_the_emulation_device() -> None:
+    assert device_binary.choose_format(sycl_native_backend(), "auto") == "native"
+
+
+def sycl_native_backend() -> str:
+    from halide_xpu.target import sycl_devices
+
+    return sycl_devices.emulation_info().backend
 
 
 @needs_spirv
 def test_every_cached_module_passes_spirv_val(spirv_sycl: None, tmp_path: Path) -> None:
     compile_and_check(lambda x: torch.tanh(x) - x.mean(), torch.randn(17, 31), rtol=1e-5, atol=1e-5)
-    entries = sorted((cache.cache_root() / "device-binaries").glob("*/*.bin"))
+    entries = [e for e in sorted((cache.cache_root() / "device-binaries").glob("*/*.bin"))
+               if (e.read_bytes().partition(b"\n")[2].partition(b"\n")[2][:4] == b"\x03\x02\x23\x07")]
     assert entries
     for i, entry in enumerate(entries):
         data = device_binary.read_entry(entry)
@@ -98,9 +121,9 @@ def test_every_cached_module_passes_spirv_val(spirv_sycl: None, tmp_path: Path) 
         spirv.validate(tmp_path / f"{i}.spv")
 
 
-def _run_script(cache_dir: Path) -> subprocess.Popen:
+def _run_script(cache_dir: Path, fmt: str = "spirv") -> subprocess.Popen:
     env = {**os.environ, "HALIDE_XPU_CACHE_DIR": str(cache_dir), "PYTHONPATH": str(ROOT),
-           "HALIDE_XPU_DEVICE_BINARY": "spirv"}
+           "HALIDE_XPU_DEVICE_BINARY": fmt}
     return subprocess.Popen([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
@@ -132,11 +155,13 @@ def test_warm_start_invokes_no_compiler_and_corrupt_entry_is_rebuilt(tmp_path: P
 
 
 @needs_spirv
-def test_two_processes_compile_the_same_kernels(tmp_path: Path) -> None:
-    procs = [_run_script(tmp_path), _run_script(tmp_path)]
+@pytest.mark.parametrize("fmt", ["spirv", pytest.param("native", marks=needs_native)])
+def test_two_processes_compile_the_same_kernels(tmp_path: Path, fmt: str) -> None:
+    procs = [_run_script(tmp_path, fmt), _run_script(tmp_path, fmt)]
+    loads, rejects = LOADS[fmt]
     for proc in procs:
         counters, _ = _counters(proc)  # each checked its results against eager
-        assert counters["binary_loads"] >= 1 and counters["binary_rejects"] == 0, counters
+        assert counters[loads] >= 1 and counters[rejects] == 0, counters
     assert not list(tmp_path.rglob("device-binaries/*/.tmp-*")), "temporary files left behind"
 
 
@@ -150,20 +175,23 @@ def test_bad_device_binary_value_names_the_choices(monkeypatch: pytest.MonkeyPat
 
 
 def test_auto_steps_down_with_reasons(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    """Also the format chosen for an ``xpu`` (Level Zero) device: never native yet, SPIR-V where clang is found."""
+    """Also the format chosen for an ``xpu`` (Level Zero) device: native where the interop library builds, else
+    SPIR-V where clang is found; no device binaries for a device that is not there (nominal)."""
     device_binary.reset_warnings()
     monkeypatch.setattr(spirv, "find_tool", lambda name: None)
     with caplog.at_level(logging.INFO, logger="halide_xpu.device_binary"):
         assert device_binary.choose_format("opencl", "auto") == "source"
         assert device_binary.choose_format("opencl", "auto") == "source"
     text = caplog.text
-    assert "native: ocloc not found" in text
+    assert "native: built from SPIR-V, which is unavailable (clang-15, llvm-spirv-15, spirv-val not found" in text
     assert "spirv: clang-15, llvm-spirv-15, spirv-val not found" in text
-    assert text.count("ocloc not found") == 1, "each step down is logged once"
+    assert text.count("native: built from SPIR-V") == 1, "each step down is logged once"
     assert "needs ocloc" in device_binary.unavailable("source", "level_zero")
     monkeypatch.undo()
+    assert "no device present" in device_binary.unavailable("native", "nominal")
     if spirv.spirv_unavailable() is None:
-        assert device_binary.choose_format("level_zero", "auto") == "spirv"
+        expected = "native" if sycl_native.unavailable() is None else "spirv"
+        assert device_binary.choose_format("level_zero", "auto") == expected
 
 
 @needs_spirv
@@ -197,3 +225,104 @@ def test_device_compiler_crash_falls_back(
     assert _formats_since(known) == {"source"}
     after = usm.counters()
     assert after["binary_loads"] == before["binary_loads"] and after["launches"] > before["launches"]
+
+
+@needs_native
+def test_native_warm_start_invokes_no_compiler_and_corrupt_entry_is_rebuilt(tmp_path: Path) -> None:
+    cold, _ = _counters(_run_script(tmp_path, "native"))
+    assert cold["device_compiles"] >= 2 and cold["native_loads"] >= 1, cold  # SPIR-V, then native, per kernel
+    warm, _ = _counters(_run_script(tmp_path, "native"))
+    # nothing compiled ahead of launch, no SPIR-V module handed to the device compiler, no source built
+    assert warm["device_compiles"] == 0 and warm["binary_loads"] == 0, warm
+    assert warm["native_loads"] == cold["native_loads"] == warm["program_builds"] and warm["native_rejects"] == 0
+    native = [e for e in tmp_path.rglob("device-binaries/*/*.bin") if device_binary.read_entry(e, "native")
+              and device_binary.read_entry(e, "native")[:4] != b"\x03\x02\x23\x07"]
+    assert native
+    for entry in native:
+        data = bytearray(entry.read_bytes())
+        data[-8:] = b"\xde\xad\xbe\xef" * 2
+        entry.write_bytes(bytes(data))
+    rebuilt, err = _counters(_run_script(tmp_path, "native"))
+    assert "corrupt device binary" in err and "rebuilding" in err, err[-3000:]
+    assert rebuilt["device_compiles"] == len(native) and rebuilt["native_loads"] == cold["native_loads"], rebuilt
+
+
+@needs_native
+def test_native_binary_the_device_refuses_loads_spirv(tmp_path: Path) -> None:
+    cold, _ = _counters(_run_script(tmp_path, "native"))
+    for entry in tmp_path.rglob("device-binaries/*/*.bin"):
+        payload = device_binary.read_entry(entry, "native")
+        if payload is not None and payload[:4] != b"\x03\x02\x23\x07":  # a valid entry of garbage
+            device_binary.write_entry(entry, b"not a device binary " * 8)
+    refused, err = _counters(_run_script(tmp_path, "native"))  # results still checked against eager
+    assert "refused a native binary" in err, err[-3000:]
+    assert refused["native_rejects"] == cold["native_loads"] and refused["binary_loads"] == cold["native_loads"]
+
+
+@needs_native
+def test_native_build_worker_crash_falls_back_to_spirv(
+    spirv_sycl: None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(halide_xpu.config, "device_binary", "native")
+    monkeypatch.setattr(sycl_native, "worker_command", lambda: ["sh", "-c", "echo 'device compiler: boom' >&2; kill -SEGV $$"])
+    sycl_native._stop_workers()
+    sycl_native._workers.clear()
+    known, before = set(compiler._memory), usm.counters()
+    with caplog.at_level(logging.WARNING, logger="halide_xpu.device_binary"):
+        compile_and_check(lambda x: torch.sinh(x) * 0.6875 - 2, torch.randn(19, 7), rtol=1e-5, atol=1e-5)
+    assert "native build" in caplog.text and "killed by SIGSEGV" in caplog.text and "boom" in caplog.text, caplog.text
+    assert _formats_since(known) == {"spirv"}
+    after = usm.counters()
+    assert after["binary_loads"] > before["binary_loads"] and after["native_loads"] == before["native_loads"]
+    monkeypatch.undo()
+    sycl_native._workers.clear()
+
+
+def test_grf_mode_build_options(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """GRF modes become Intel GPU build options (per backend); a kernel's `grf` schedule parameter wins over
+    config.grf_mode; on other devices no option, logged once."""
+    gpu = device_binary.Device("Intel(R) Data Center GPU Max 1550", "1.3", "level_zero", 16, "level_zero:gpu:0", True)
+    ocl_gpu = device_binary.Device("Intel(R) Arc(TM) A770", "24.1", "opencl", 16, "opencl:gpu:0", True)
+    cpu = device_binary.Device("Intel(R) Xeon(R)", "2024", "opencl", 16, "opencl:cpu:0", False)
+    assert device_binary.build_options(gpu, "large") == "-ze-opt-large-register-file"
+    assert device_binary.build_options(ocl_gpu, "large") == "-cl-intel-256-GRF-per-thread"
+    assert device_binary.build_options(gpu, "default") == ""
+    device_binary.reset_warnings()
+    with caplog.at_level(logging.INFO, logger="halide_xpu.device_binary"):
+        assert device_binary.build_options(cpu, "large") == device_binary.build_options(cpu, "large") == ""
+    assert caplog.text.count("applies to Intel GPUs") == 1
+    from halide_xpu.meta import KernelMeta, ScheduleSpec
+
+    meta = KernelMeta.__new__(KernelMeta)
+    object.__setattr__(meta, "schedule", ScheduleSpec("pointwise", (("grf", 2),)))
+    monkeypatch.setattr(halide_xpu.config, "grf_mode", "small")
+    assert device_binary.grf_mode(meta) == "large"
+    object.__setattr__(meta, "schedule", ScheduleSpec("pointwise", ()))
+    assert device_binary.grf_mode(meta) == "small"
+    with pytest.raises(ValueError, match="grf_mode"):
+        halide_xpu.config.grf_mode = "huge"
+
+
+def test_ocloc_builds_for_the_device_the_runtime_reports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stand-in ocloc (none exists here): auto picks native for a Level Zero device when ocloc is found, and the
+    command names the device id passed in, the SPIR-V input and the build options."""
+    fake = tmp_path / "ocloc"
+    fake.write_text('#!/bin/sh\necho "$@" > "$(dirname "$0")/args.txt"\nwhile [ $# -gt 0 ]; do\n'
+                    '  [ "$1" = -output ] && printf NATIVE > "$2"\n  shift\ndone\n')
+    fake.chmod(0o755)
+    tool = spirv.Tool("ocloc", str(fake))
+    real = spirv.find_tool
+    monkeypatch.setattr(spirv, "find_tool", lambda name: tool if name == "ocloc" else real(name))
+    monkeypatch.setattr(sycl_native, "find_tool", spirv.find_tool)
+    if spirv.spirv_unavailable() is None:
+        assert device_binary.unavailable("native", "level_zero") is None
+    data = sycl_native.ocloc_build(tool, b"\x03\x02\x23\x07spirv", "0x56a0", "-ze-opt-large-register-file")
+    assert data == b"NATIVE"
+    args = (tmp_path / "args.txt").read_text().split()
+    assert args[0] == "compile" and "-spirv_input" in args
+    assert args[args.index("-device") + 1] == "0x56a0" and "-ze-opt-large-register-file" in args
+    broken = tmp_path / "broken-ocloc"
+    broken.write_text("#!/bin/sh\necho 'unknown device' >&2\nexit 3\n")
+    broken.chmod(0o755)
+    with pytest.raises(spirv.DeviceCompileError, match="ocloc failed .exit 3.: unknown device"):
+        sycl_native.ocloc_build(spirv.Tool("ocloc", str(broken)), b"x", "0x56a0", "")

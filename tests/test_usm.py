@@ -12,7 +12,7 @@ import halide_xpu
 from conftest import KERNEL_CALL, sycl_unavailable
 from halide_xpu import usm, xpu_codegen
 from halide_xpu.runtime import HalideKernelError
-from halide_xpu.target import sycl_devices
+from halide_xpu.target import spirv, sycl_devices
 
 needs_sycl = pytest.mark.skipif(bool(sycl_unavailable()), reason=str(sycl_unavailable()))
 
@@ -162,6 +162,10 @@ def test_fake_xpu_codegen(monkeypatch: pytest.MonkeyPatch) -> None:
         symbols = subprocess.run(["nm", "-u", str(launcher.library)], capture_output=True, text=True).stdout
         assert "hx_usm_run" in symbols and "halide_opencl_run" not in symbols
         assert "halide_copy_to_host" not in symbols  # tensors are used in place
+        # device binaries for the xpu device: SPIR-V (native needs the device itself present), and every kernel
+        # carries an Intel GPU register-file mode (config.grf_mode: default)
+        assert launcher.device_binary == ("source" if spirv.spirv_unavailable() else "spirv"), launcher.device_binary
+        assert dict(launcher.meta.schedule.params).get("grf") == 0, launcher.meta.schedule
 
 
 @needs_sycl

@@ -27,6 +27,8 @@ def default_spec(loop_vars: tuple[LoopVar, ...], has_reduction: bool, caps: Devi
         return ScheduleSpec(f"autoschedule:{config.scheduler}", (("parallelism", caps.parallelism),))
     family = reduction if has_reduction else pointwise
     params = family.default_params(caps.gpu, caps.vector_width)
+    if caps.grf:  # Intel GPUs: the register-file mode their device binaries are built with (device_binary.py)
+        params["grf"] = config.GRF_MODES.index(config.grf_mode)
     params.update({k: v for k, v in (tuned or {}).items() if k in params})
     params.update(config.schedule_overrides)
     if caps.gpu:

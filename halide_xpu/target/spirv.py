@@ -83,16 +83,6 @@ def spirv_unavailable() -> Optional[str]:
     return None
 
 
-def native_unavailable(backend: str) -> Optional[str]:
-    """None when native device binaries can be built and loaded for a device of ``backend``, else why not."""
-    if find_tool("ocloc") is None:
-        return "native: ocloc not found (Intel's offline compiler, for Intel GPUs)"
-    if backend != "level_zero":
-        return f"native: ocloc builds for Intel GPUs; this device is on the {backend} backend"
-    return ("native: the USM runtime loads device code through dpctl, which takes SPIR-V or OpenCL C but no native "
-            "binary (a Level Zero zeModuleCreate path is not written yet)")
-
-
 def toolchain_identity() -> str:
     """Identity of the SPIR-V toolchain (cache keys)."""
     tools = [find_tool(n) for n in ("clang", "llvm-spirv", "spirv-val")]

@@ -20,6 +20,7 @@ class DeviceCaps:
     max_work_group: int = 1
     sub_group: int = 0  # preferred sub-group size, 0 when unknown
     local_mem: int = 0  # bytes of local (shared) memory one work-group may use; 0: schedules use none by choice
+    grf: bool = False  # an Intel GPU of the sycl target: kernels carry a GRF mode (schedule parameter `grf`)
 
 
 @functools.lru_cache(maxsize=None)
@@ -60,6 +61,7 @@ def device_caps(target: str, device_type: str = "cpu", index: int = 0) -> Device
             max_work_group=min(info.max_work_group_size, 1024),
             sub_group=info.sub_group,
             local_mem=info.local_mem_bytes,
+            grf=device_type == "xpu",
         )
     raise ValueError(f"unknown halide_xpu target {target!r}")
 
