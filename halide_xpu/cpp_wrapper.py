@@ -78,6 +78,7 @@ static void *hx_current_queue() {
 _AOT_HEADER = r"""
 #include <dlfcn.h>
 #include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #ifndef HALIDE_XPU_AOT_HELPERS
@@ -128,11 +129,28 @@ static std::runtime_error hx_kernel_error(const char *kernel, int err) {
     return std::runtime_error(std::string("halide_xpu kernel ") + kernel + " failed (Halide error " + std::to_string(err)
                               + "): " + hx_last_error);
 }
+// The opencl target's set-up, recorded when the package was made (halide_xpu's Python does it in a compiling
+// process): the ICD the OpenCL loader should use and the libraries it needs, loaded globally; the device Halide's
+// OpenCL runtime picks (HL_OCL_*). Entries that do not exist here, and variables the user set, are left alone.
+static void hx_prepare_opencl(const char *const *preload, const char *const *env) {
+    for (; *preload; ++preload) {
+        FILE *f = fopen(*preload, "rb");
+        if (f) { fclose(f); dlopen(*preload, RTLD_NOW | RTLD_GLOBAL); }
+    }
+    bool user_icd = getenv("OCL_ICD_FILENAMES") || getenv("OCL_ICD_VENDORS");
+    for (; env[0]; env += 2) {
+        bool icd = std::string(env[0]) == "OCL_ICD_FILENAMES";
+        FILE *f = icd ? fopen(env[1], "rb") : nullptr;
+        if (f) fclose(f);
+        if ((icd && (user_icd || !f)) || getenv(env[0])) continue;
+        setenv(env[0], env[1], 0);
+    }
+}
 #endif
 """
-# cuda: the package loads, but a fresh process crashed (SIGSEGV, torch 2.11, H100) in the Halide CUDA runtime, whose
-# context hooks (native/cuda_hooks.cpp) halide_xpu's Python side sets up: cuda falls back until that is done in C++
-AOT_TARGETS = ("host",)
+# cuda: the package loads, but a fresh process crashed (SIGSEGV, torch 2.11, H100) in the Halide CUDA runtime: cuda
+# falls back until that is understood; sycl needs dpctl's queue and USM tensors set up by halide_xpu's Python
+AOT_TARGETS = ("host", "opencl")
 
 
 def prepare(target: str) -> None:
@@ -176,6 +194,22 @@ def unsupported(device_type: str, target: str, aot_mode: bool) -> str | None:
     if aot_mode and target not in AOT_TARGETS:
         return (f"AOTInductor packages halide-xpu kernels of the {' and '.join(AOT_TARGETS)} targets; {target!r} needs "
                 "its device runtime set up by halide_xpu's Python side")
+
+
+def _opencl_setup() -> str:
+    """C++ statement: the opencl target's loader set-up as this process has it (opencl_devices.load_opencl and
+    select_device), replayed by an AOTInductor package before it loads the Halide runtime."""
+    from .target import opencl_devices
+
+    opencl_devices.require_device()
+    intel = opencl_devices.intel_cpu_runtime_dir()
+    preload = [os.path.join(intel, d) for d in (*opencl_devices.INTEL_DEPS, "libOpenCL.so.1")] if intel else []
+    env = [(k, os.environ[k]) for k in ("OCL_ICD_FILENAMES", "HL_OCL_PLATFORM_NAME", "HL_OCL_DEVICE_TYPE")
+           if k in os.environ]
+    strings = lambda xs: "{" + ", ".join([*map(json.dumps, xs), "nullptr"]) + "}"  # noqa: E731
+    return (f"static const char *const preload[] = {strings(preload)}; "
+            f"static const char *const env[] = {strings([x for kv in env for x in kv])}; "
+            "hx_prepare_opencl(preload, env);")
     return None
 
 
@@ -223,10 +257,12 @@ def kernel_definition(kernel_name: str, meta: KernelMeta, library: str, aot_file
     else:
         runtime, kernel = _packaged(library, aot_files)
         header, load = _AOT_HEADER, ", ".join(json.dumps(p) for p in (*runtime, *kernel))
+    setup = f"    {_opencl_setup()}" if aot_files is not None and meta.target == "opencl" else ""
     return "\n".join([
         header,
         f"static void {kernel_name}({', '.join(params)}) {{",
         f"    using fn_t = {fn_type};",
+        *([f"    static bool ready = [] {{ {setup.strip()} return true; }}();", "    (void)ready;"] if setup else []),
         f"    static fn_t fn = reinterpret_cast<fn_t>(hx_kernel_symbol({load}, \"hx_launch\"));",
         f"    if (int err = fn({names})) throw hx_kernel_error(\"{kernel_name}\", err);",
         "}",

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import re
+import os
 import subprocess
 import sys
 import textwrap
@@ -80,8 +81,9 @@ def _aoti_package(tmp_path, x: torch.Tensor, i: torch.Tensor) -> str:
     return torch._inductor.aoti_compile_and_package(ep, package_path=str(tmp_path / "m.pt2"))
 
 
-def _run_in_fresh_process(tmp_path, path: str, inputs: list) -> list:
-    """Load the package and run it in a new Python process; also reports whether halide_xpu's runtime was imported."""
+def _run_in_fresh_process(tmp_path, path: str, inputs: list) -> tuple[list, bool, str]:
+    """Load the package and run it in a new Python process without the OpenCL set-up of this one's environment;
+    also reports whether halide_xpu's runtime was imported, and the process's mapped files."""
     torch.save(inputs, tmp_path / "in.pt")
     script = textwrap.dedent(f"""
         import sys, torch
@@ -92,16 +94,19 @@ def _run_in_fresh_process(tmp_path, path: str, inputs: list) -> list:
             except RuntimeError as e:  # a failing kernel raises; the process lives on
                 return str(e)
         outs = [run(args) for args in torch.load({str(tmp_path / 'in.pt')!r})]
-        torch.save((outs, "halide_xpu.runtime" in sys.modules), {str(tmp_path / 'out.pt')!r})
+        maps = open("/proc/self/maps").read()
+        torch.save((outs, "halide_xpu.runtime" in sys.modules, maps), {str(tmp_path / 'out.pt')!r})
     """)
-    subprocess.run([sys.executable, "-c", script], check=True, timeout=300)
+    env = {k: v for k, v in os.environ.items() if k not in ("OCL_ICD_FILENAMES", "HL_OCL_PLATFORM_NAME", "HL_OCL_DEVICE_TYPE")}
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=300, env=env)
     return torch.load(tmp_path / "out.pt")
 
 
-@pytest.mark.parametrize("aot_target", ["host"])
+@pytest.mark.parametrize("aot_target", ["host", "opencl"])
 def test_aoti_packages_our_kernels(tmp_path, monkeypatch: pytest.MonkeyPatch, aot_target: str) -> None:
     """AOTInductor with halide-xpu kernels: the .pt2 carries the kernel libraries and the Halide runtime; a fresh
-    process runs it (dynamic batch) with no halide-xpu Python on the launch path."""
+    process runs it (dynamic batch) with no halide-xpu Python on the launch path (opencl: the OpenCL loader set-up
+    recorded in the package, the environment of the fresh process left as it is)."""
     import zipfile
 
     if aot_target == "cuda":
@@ -110,8 +115,10 @@ def test_aoti_packages_our_kernels(tmp_path, monkeypatch: pytest.MonkeyPatch, ao
         monkeypatch.setattr(torch._inductor.config, "cuda_backend", "halide_xpu")
         dev = "cuda"
     else:
+        if aot_target == "opencl" and not opencl_devices.select_device():
+            pytest.skip("no OpenCL device")
         monkeypatch.setattr(torch._inductor.config, "cpu_backend", "halide_xpu")
-        monkeypatch.setattr(halide_xpu.config, "cpu_target", "host")
+        monkeypatch.setattr(halide_xpu.config, "cpu_target", aot_target)
         dev = "cpu"
     halide_xpu.stats.reset()
     x, i = torch.randn(8, 16, device=dev), torch.tensor([3, 1, 7], device=dev)
@@ -121,26 +128,28 @@ def test_aoti_packages_our_kernels(tmp_path, monkeypatch: pytest.MonkeyPatch, ao
     assert any("hx_runtime_" in n for n in names) and sum("hx_kernel_" in n for n in names) >= 2, names
     inputs = [(x, i), (torch.randn(5, 16, device=dev), torch.tensor([4, 0, 2], device=dev))]  # i: a static shape
     bad = [(x, torch.tensor([1, 9, 2], device=dev))] if dev == "cpu" else []  # device targets cannot raise (#11)
-    outs, imported_runtime = _run_in_fresh_process(tmp_path, path, inputs + bad)
+    outs, imported_runtime, maps = _run_in_fresh_process(tmp_path, path, inputs + bad)
     for out, args in zip(outs, inputs):
         torch.testing.assert_close(out, _Exported()(*args))
-    if bad:
+    if bad and aot_target == "host":
         assert "Requirement Failed" in outs[-1] and "halide_xpu kernel" in outs[-1], outs[-1]  # Halide's message
+    elif bad:  # the device check's error word
+        assert "halide_xpu kernel" in outs[-1] and "index out of bounds" in outs[-1], outs[-1]
     assert not imported_runtime
+    if aot_target == "opencl":  # the kernels ran on the OpenCL device the package recorded
+        assert "libintelocl" in maps or "pocl" in maps, "no OpenCL device runtime was loaded"
 
 
 def test_aoti_falls_back_with_a_logged_reason(tmp_path, caplog: pytest.LogCaptureFixture,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """opencl/sycl kernels need halide_xpu's Python set-up (device choice, ICD loader, dpctl): AOTInductor gets
-    Inductor's C++ kernels, with one logged reason per node."""
-    if not opencl_devices.select_device():
-        pytest.skip("no OpenCL device")
+    """sycl kernels need halide_xpu's Python set-up (dpctl's queue, USM tensors): AOTInductor gets Inductor's C++
+    kernels, with one logged reason per node."""
     monkeypatch.setattr(torch._inductor.config, "cpu_backend", "halide_xpu")
-    monkeypatch.setattr(halide_xpu.config, "cpu_target", "opencl")
+    monkeypatch.setattr(halide_xpu.config, "cpu_target", "sycl")
     x, i = torch.randn(8, 16), torch.tensor([3, 1])
     halide_xpu.stats.reset()
     with caplog.at_level(logging.WARNING, logger="halide_xpu.scheduling"):
         path = _aoti_package(tmp_path, x, i)
-    assert "AOTInductor packages halide-xpu kernels of the host targets" in caplog.text
-    outs, _ = _run_in_fresh_process(tmp_path, path, [(x, i)])
+    assert "AOTInductor packages halide-xpu kernels of the host and opencl targets; 'sycl' needs" in caplog.text
+    outs, _, _ = _run_in_fresh_process(tmp_path, path, [(x, i)])
     torch.testing.assert_close(outs[0], _Exported()(x, i))

@@ -20,7 +20,7 @@ _DEV_TYPE, _DEV_COMPUTE_UNITS, _DEV_MAX_WG = 0x1000, 0x1002, 0x1004
 _DEV_LOCAL_MEM, _DEV_NAME, _DRIVER_VERSION, _DEV_VERSION, _DEV_EXTENSIONS = 0x1023, 0x102B, 0x102D, 0x102F, 0x1030
 _DEV_SUB_GROUP_SIZES_INTEL = 0x4108
 # Intel's pip OpenCL runtime needs these from its own lib dir (its RPATH does not point there).
-_INTEL_DEPS = ("libintlc.so.5", "libsvml.so", "libirng.so", "libimf.so")
+INTEL_DEPS = ("libintlc.so.5", "libsvml.so", "libirng.so", "libimf.so")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,7 +52,7 @@ class OpenCLDevice:
         )
 
 
-def _intel_cpu_runtime_dir() -> Optional[str]:
+def intel_cpu_runtime_dir() -> Optional[str]:
     lib = os.path.join(sys.prefix, "lib")
     return lib if os.path.exists(os.path.join(lib, "libintelocl.so")) else None
 
@@ -60,14 +60,14 @@ def _intel_cpu_runtime_dir() -> Optional[str]:
 @functools.lru_cache(maxsize=None)
 def load_opencl() -> Optional[ctypes.CDLL]:
     """Load an OpenCL ICD loader globally (Halide's runtime resolves cl* symbols from the process)."""
-    intel_dir = _intel_cpu_runtime_dir()
+    intel_dir = intel_cpu_runtime_dir()
     if intel_dir:
         # intel-opencl-rt's vendors/*.icd files name a build path that does not exist; point the loader
         # at the real library unless the user chose ICDs themselves.
         if "OCL_ICD_FILENAMES" not in os.environ and "OCL_ICD_VENDORS" not in os.environ:
             os.environ["OCL_ICD_FILENAMES"] = os.path.join(intel_dir, "libintelocl.so")
             log.debug("OCL_ICD_FILENAMES=%s", os.environ["OCL_ICD_FILENAMES"])
-        for dep in _INTEL_DEPS:
+        for dep in INTEL_DEPS:
             path = os.path.join(intel_dir, dep)
             if os.path.exists(path):
                 ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
