@@ -73,6 +73,7 @@ def index_checked(value: hl.Expr, ok: hl.Expr) -> hl.Expr:
     itself; unrewritten, the chain maps 0 to 0 and 1 to ~1, so the value is the same either way."""
     if not _on_cuda():
         return value
+    value = value if isinstance(value, hl.Expr) else hl.Expr(value)  # a FuncRef (a loaded index) has no type()
     flag = hl.select(ok, hl.f32(0), hl.f32(1))
     mark = hl.fast_inverse_sqrt(hl.fast_inverse(flag))  # a chain: see target/ptx.py
     return hl.select(mark == hl.f32(0), value, hl.cast(value.type(), 0))

@@ -100,6 +100,15 @@ class HalideXpuKernel(HalideKernel):
         self._pending_checks: list[tuple[Any, str, Any]] = []  # (index, size, load mask) of checks not yet attached
         self.device_checks: list[Any] = []  # Funcs ``select(ok, 0, code)`` reduced into the error word (device_check)
 
+    def finalize_indexing(self, indices: Any) -> None:
+        """Upstream's dimensions, from every range tree's whole extent as well as the indices the kernel uses: its
+        dead-symbol elimination keeps only the loop dimensions some index reads, so a reduction over a broadcast
+        (``x.expand(64, 33).sum()``: only ``r % 33`` is read) lost its other 64 and summed 33 elements, and an
+        accumulating store of broadcast values lost repeats. With each tree's full range named, the dimensions
+        multiply to the tree's extent."""
+        whole = [tree.lookup(sympy.S.One, tree.numel).symbol() for tree in self.range_trees]
+        super().finalize_indexing([*indices, *whole])
+
     def check_bounds(self, expr: Any, size: Any, lower: bool, upper: bool) -> None:  # type: ignore[override]
         """An index Inductor computed from loop variables (index propagation: ``embedding(arange(3) - 1)``) that it
         could not prove in range: on the host target the next load (or store) of the kernel requires it in

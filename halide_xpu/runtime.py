@@ -120,7 +120,11 @@ class KernelLauncher:
     def __call__(self, *args: Any) -> None:
         if len(args) < len(self._is_buffer):
             raise TypeError(f"kernel expects {len(self._is_buffer)} arguments, got {len(args)}")
-        ptrs = [a.data_ptr() if buf else a for a, buf in zip(args, self._is_buffer)]
+        try:
+            ptrs = [a.data_ptr() if buf else a for a, buf in zip(args, self._is_buffer)]
+        except AttributeError:  # a Python number where the kernel reads a tensor: see _scalars_as_tensors
+            args = self._scalars_as_tensors(args)
+            ptrs = [a.data_ptr() if buf else a for a, buf in zip(args, self._is_buffer)]
         keep = [_within_storage(args[i], ptrs, i, *r) for i, r in self._regions.items()]  # noqa: F841 (alive)
         if self._queue is not None:
             ptrs.append(self._queue())
@@ -128,6 +132,20 @@ class KernelLauncher:
         if err:
             msg = getattr(_errors, "last", "")
             raise HalideKernelError(f"Halide kernel {self.library.parent.name[:12]} failed (error {err}): {_explain(msg)}")
+
+
+    def _scalars_as_tensors(self, args: tuple[Any, ...]) -> list[Any]:
+        """A 0-d CPU tensor input of a GPU graph reaches GPU kernels as a Python number (Inductor's wrapper unwraps
+        it with ``.item()``, as Triton takes it by value): our kernels read a buffer, so each such number becomes a
+        0-d tensor on the kernel's device (a fill kernel on the current stream, no host sync)."""
+        import torch
+
+        device = torch.device(self.meta.device_type, self.meta.device_index)
+        out = list(args)
+        for i, (a, spec) in enumerate(zip(args, self.meta.call_args)):
+            if spec.is_buffer and isinstance(a, (bool, int, float)):
+                out[i] = torch.full((), a, dtype=getattr(torch, spec.dtype), device=device)
+        return out
 
 
 def _region(arg: Any) -> Optional[tuple[int, int, int]]:

@@ -34,6 +34,32 @@ def _fallback_scheduling(device_type: str, scheduler: Any) -> Any:
     return TritonScheduling(scheduler)
 
 
+INT32_LIMIT = 2**31  # Halide's extents, strides and (without the large_buffers feature) buffer sizes are int32
+
+
+def _too_large(node: Any) -> Optional[str]:
+    """Why a node is beyond Halide's 32-bit sizes: an iteration space or a buffer (in bytes) of 2**31 or more;
+    None when it fits (symbolic sizes are judged by their hints)."""
+    sizevars = V.graph.sizevars
+    hint = getattr(sizevars, "optimization_hint", None) or sizevars.size_hint  # torch 2.13 / 2.11
+    try:
+        numel, rnumel = node.group[1]
+        points = hint(numel * rnumel, fallback=1)
+    except (TypeError, ValueError):
+        points = 1
+    if points >= INT32_LIMIT:
+        return f"{points} points in its loop nest (Halide's extents are int32)"
+    for dep in node.read_writes.reads | node.read_writes.writes:
+        try:
+            buf = V.graph.get_buffer(dep.name)
+            size = hint(buf.get_layout().storage_size(), fallback=1) * buf.get_dtype().itemsize
+        except Exception:  # noqa: BLE001 - not a buffer with a layout (a symbol, a mutation marker): no limit
+            continue
+        if size >= INT32_LIMIT:
+            return f"buffer {dep.name} of {size} bytes (Halide's buffer sizes are int32)"
+    return None
+
+
 class HalideXpuScheduling(HalideScheduling):
     """Upstream ``HalideScheduling`` fusion rules; kernels are Halide pipelines with explicit schedules."""
 
@@ -51,6 +77,9 @@ class HalideXpuScheduling(HalideScheduling):
     def codegen_node(self, node: Any) -> Any:
         try:
             try:
+                why_large = _too_large(node)
+                if why_large:
+                    raise Unsupported(why_large)
                 if V.graph.cpp_wrapper:
                     from .cpp_wrapper import unsupported
 
@@ -79,6 +108,12 @@ class HalideXpuScheduling(HalideScheduling):
             with torch._inductor.config.patch(_FALLBACK_KNOBS[device.type]):
                 self._codegen_fallback(node, device)
             return None
+
+    def codegen_combo_kernel(self, combo_kernel_node: Any) -> None:
+        """``config.combo_kernels`` groups independent kernels into one Triton kernel (a Triton-only codegen,
+        SIMDScheduling's asserts a TritonKernel): each sub-kernel here is a kernel of its own."""
+        for sub in combo_kernel_node.get_subkernel_nodes():
+            self.codegen_node(sub)
 
     def _codegen_fallback(self, node: Any, device: torch.device) -> None:
         sched = self._fallback(device.type)

@@ -67,3 +67,47 @@ def test_region_outside_storage_is_padded() -> None:
     assert ptrs[0] == bounce.data_ptr() + 3 * 4 and torch.equal(got, torch.cat([torch.zeros(3), t]))
     ptrs = [t.data_ptr()]
     assert runtime._within_storage(t, ptrs, 0, 0, 10, 4) is None and ptrs[0] == t.data_ptr()
+
+
+def test_combo_kernels_become_kernels_of_their_own(target: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``config.combo_kernels`` (GPUTests' test_mean, var_mean, adaptive_avg_pool combos): Inductor's combo codegen is
+    Triton-only; each sub-kernel is a halide-xpu kernel."""
+    monkeypatch.setattr(torch._inductor.config, "combo_kernels", True)
+    x, y = torch.randn(64, 32), torch.randn(16, 128)
+    compile_and_check(lambda x, y: (x.sum(0), y.mean(1), (x * 2).sin()), x, y, rtol=1e-5, atol=1e-5)
+
+
+
+def test_reduction_and_accumulation_over_a_broadcast_count_every_element(target: str) -> None:
+    """Upstream's dimensions kept only loop dimensions some index reads: ``x.expand(64, 33).sum()`` summed 33
+    elements (34.0 for 2113), and an accumulating store of broadcast values lost its repeats (found with GPUTests'
+    large-tensor tests; the Halide backend upstream gives the same wrong sums)."""
+    x, v = torch.randn(1, 33), torch.randn(1, 33)
+    i = torch.arange(33).flip(0)[None, :]
+    compile_and_check(lambda x: (x.expand(64, 33).sum(), x.expand(64, 33).sum(1), x.expand(5, 64, 33).mean((0, 1)),
+                                 x.expand(64, 33).amax(0), x.expand(4, 33).var()), x, rtol=1e-5, atol=1e-5)
+    compile_and_check(lambda i, v: torch.zeros(33).index_put((i.expand(64, 33),), v.expand(64, 33), accumulate=True),
+                      i, v, rtol=1e-5, atol=1e-5)
+
+
+def test_sizes_beyond_int32_fall_back_with_reason(target: str, caplog: pytest.LogCaptureFixture,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel of 2**31 points or a buffer of 2**31 bytes (GPUTests' large_pointwise, large_tensor_reduction:
+    Halide's extents and buffer sizes are int32, they failed to compile or launch): Inductor's own kernel computes
+    it, with the reason logged. The limit is lowered here so the test needs no 8 GiB tensors."""
+    import logging
+
+    from halide_xpu import scheduling
+
+    monkeypatch.setattr(scheduling, "INT32_LIMIT", 4096)
+    torch._dynamo.reset()
+    x = torch.randn(64, 65)
+    fn = torch.compile(lambda x: (x * 2).sum(1) + 1, fullgraph=True)
+    with caplog.at_level(logging.WARNING, logger="halide_xpu.scheduling"):
+        torch.testing.assert_close(fn(x), (x * 2).sum(1) + 1)
+    assert "points in its loop nest (Halide's extents are int32)" in caplog.text, caplog.text
+    y = torch.randn(1100)  # 4400 bytes, 1100 points
+    fn = torch.compile(lambda y: y.sin(), fullgraph=True)
+    with caplog.at_level(logging.WARNING, logger="halide_xpu.scheduling"):
+        torch.testing.assert_close(fn(y), y.sin())
+    assert "bytes (Halide's buffer sizes are int32)" in caplog.text, caplog.text

@@ -278,6 +278,10 @@ def test_index_check_marker_becomes_device_assert(tmp_path):
         f[x] = inp[hl.cast(hl.Int(32), hx.index_checked(hl.clamp(i, 0, size - 1), (i >= 0) & (i < size)))] * 2
     with hx.building_for("plain"):
         assert str(hx.index_checked(i, i >= 0)) == str(i)  # other targets: the value, no mark
+    g = hl.Func("g")
+    g[x] = idx[x]
+    with hx.building_for("cuda"):  # a FuncRef (an index loaded straight from a buffer: GPUTests' index_float_zero)
+        assert hx.index_checked(g[x], g[x] >= 0).type() == hl.Int(64)
     source = ptx.extract(_compile_gpu(tmp_path, f, [inp, idx]))
     new, counts = ptx.rewrite(source, fast_division=False)
     # one per code path (the full tiles and the guarded last one)
