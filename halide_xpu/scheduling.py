@@ -68,6 +68,7 @@ class HalideXpuScheduling(HalideScheduling):
     def __init__(self, scheduler: Any) -> None:
         super().__init__(scheduler)
         self._fallbacks: dict[str, Any] = {}
+        self._combo_depth = 0  # inside codegen_combo_kernel: buffers are freed after the whole combo node
 
     def _fallback(self, device_type: str) -> Any:
         if device_type not in self._fallbacks:
@@ -111,9 +112,20 @@ class HalideXpuScheduling(HalideScheduling):
 
     def codegen_combo_kernel(self, combo_kernel_node: Any) -> None:
         """``config.combo_kernels`` groups independent kernels into one Triton kernel (a Triton-only codegen,
-        SIMDScheduling's asserts a TritonKernel): each sub-kernel here is a kernel of its own."""
-        for sub in combo_kernel_node.get_subkernel_nodes():
-            self.codegen_node(sub)
+        SIMDScheduling's asserts a TritonKernel): each sub-kernel here is a kernel of its own. The scheduler's
+        buffers last used by the combo node are freed after its last sub-kernel, not after the first (the H100
+        run of GPUTests: ``del arg0_1`` before a later sub-kernel used it)."""
+        self._combo_depth += 1
+        try:
+            for sub in combo_kernel_node.get_subkernel_nodes():
+                self.codegen_node(sub)
+        finally:
+            self._combo_depth -= 1
+        self.free_buffers_in_scheduler()
+
+    def free_buffers_in_scheduler(self) -> None:
+        if not self._combo_depth:
+            super().free_buffers_in_scheduler()
 
     def _codegen_fallback(self, node: Any, device: torch.device) -> None:
         sched = self._fallback(device.type)
