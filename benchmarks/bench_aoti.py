@@ -1,10 +1,10 @@
-"""Step time of a model deployed through AOTInductor vs the same model through torch.compile, on the host target.
+"""Step time of a model deployed through AOTInductor vs the same model through torch.compile (host, opencl targets).
 
 A small transformer-style block (embedding gather, LayerNorm, GELU MLP, residual, softmax over the vocabulary
 projection) is run by: eager; torch.compile with Inductor's C++ backend (the anchor); torch.compile with halide-xpu
-(Python and C++ wrapper); AOTInductor packages of both backends, loaded with ``aoti_load_package``. Every variant's
-output is compared with eager first. Results: ``<out>/aoti.json`` + ``aoti.md``.
-    python3 benchmarks/bench_aoti.py                 # CPU, halide-xpu host target
+(Python and C++ wrapper) on its host and opencl targets; AOTInductor packages of each, loaded with
+``aoti_load_package``. Every variant's output is compared with eager first. Results: ``<out>/aoti.json`` + ``aoti.md``.
+    python3 benchmarks/bench_aoti.py                 # CPU: halide-xpu host and opencl targets
 """
 from __future__ import annotations
 
@@ -43,19 +43,23 @@ class Block(torch.nn.Module):
         return torch.softmax(self.head(h), -1)
 
 
-def _compiled(model: torch.nn.Module, backend: str, cpp_wrapper: bool, tokens: torch.Tensor) -> Callable[..., Any]:
+def _compiled(model: torch.nn.Module, backend: str, cpp_wrapper: bool, tokens: torch.Tensor,
+              target: str = "host") -> Callable[..., Any]:
     """``torch.compile(model)`` compiled (on its first call) under ``backend``'s Inductor configuration."""
     torch._dynamo.reset()
+    halide_xpu.config.cpu_target = target
     fn = torch.compile(model, fullgraph=True)
     with torch._inductor.config.patch({"cpu_backend": backend, "cpp_wrapper": cpp_wrapper, "fx_graph_cache": False}):
         fn(tokens)
     return fn
 
 
-def _aoti(model: torch.nn.Module, backend: str, tokens: torch.Tensor, folder: Path) -> Callable[..., Any]:
+def _aoti(model: torch.nn.Module, backend: str, tokens: torch.Tensor, folder: Path,
+          target: str = "host") -> Callable[..., Any]:
+    halide_xpu.config.cpu_target = target
     ep = torch.export.export(model, (tokens,))
     with torch._inductor.config.patch({"cpu_backend": backend}):
-        path = torch._inductor.aoti_compile_and_package(ep, package_path=str(folder / f"{backend}.pt2"))
+        path = torch._inductor.aoti_compile_and_package(ep, package_path=str(folder / f"{backend}_{target}.pt2"))
     return torch._inductor.aoti_load_package(path)
 
 
@@ -66,7 +70,6 @@ def main() -> int:
     ap.add_argument("--min-time", type=float, default=1.0)
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "cpu"))
     args = ap.parse_args()
-    halide_xpu.config.cpu_target = "host"  # AOTInductor packages host kernels (opencl/sycl fall back, logged)
     torch.manual_seed(0)
     model = Block().eval()
     tokens = torch.randint(0, 512, (args.batch, args.seq))
@@ -81,6 +84,10 @@ def main() -> int:
                 ("halide-xpu host", "torch.compile, cpp_wrapper", lambda: _compiled(model, "halide_xpu", True, tokens)),
                 ("Inductor C++", "AOTInductor", lambda: _aoti(model, "cpp", tokens, Path(tmp))),
                 ("halide-xpu host", "AOTInductor", lambda: _aoti(model, "halide_xpu", tokens, Path(tmp))),
+                ("halide-xpu opencl", "torch.compile", lambda: _compiled(model, "halide_xpu", False, tokens, "opencl")),
+                ("halide-xpu opencl", "torch.compile, cpp_wrapper",
+                 lambda: _compiled(model, "halide_xpu", True, tokens, "opencl")),
+                ("halide-xpu opencl", "AOTInductor", lambda: _aoti(model, "halide_xpu", tokens, Path(tmp), "opencl")),
             ]
             for backend, how, make in variants:
                 row: dict[str, Any] = {"backend": backend, "deployment": how}
