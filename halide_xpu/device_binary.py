@@ -22,7 +22,6 @@ log = logging.getLogger(__name__)
 
 SOURCE_FILE = "device.cl"  # Halide's OpenCL C of a sycl kernel, beside its kernel.so in the kernel cache
 ORDER = ("native", "spirv", "source")  # auto steps down this list
-GRF_CODES = config.GRF_MODES  # a kernel's schedule parameter `grf` indexes this
 # Build options per GRF mode: (OpenCL, Level Zero), as Intel's compilers spell them. Not run on an Intel GPU here.
 GRF_OPTIONS = {
     "default": ("", ""),
@@ -31,6 +30,7 @@ GRF_OPTIONS = {
     "auto": ("-cl-intel-enable-auto-large-GRF-mode", "-ze-intel-enable-auto-large-GRF-mode"),
 }
 MAGIC = b"HXBIN1\n"  # entry = MAGIC + sha256 hex of the payload + b"\n" + payload
+SPIRV_MAGIC = b"\x03\x02\x23\x07"  # a SPIR-V module's first word, little-endian
 _logged: set[tuple[str, ...]] = set()
 _log_lock = threading.Lock()
 
@@ -62,9 +62,10 @@ def device_of(meta: KernelMeta) -> Device:
 
 
 def grf_mode(meta: KernelMeta) -> str:
-    """The kernel's GRF mode: its schedule parameter ``grf`` (a tuned record) or ``config.grf_mode``."""
+    """The kernel's GRF mode: its schedule parameter ``grf`` (an index into ``config.GRF_MODES``; a tuned record)
+    or ``config.grf_mode``."""
     code = dict(meta.schedule.params).get("grf")
-    return GRF_CODES[code] if code is not None and 0 <= code < len(GRF_CODES) else config.grf_mode
+    return config.GRF_MODES[code] if code is not None and 0 <= code < len(config.GRF_MODES) else config.grf_mode
 
 
 def build_options(device: Device, mode: str) -> str:
@@ -104,7 +105,7 @@ def unavailable(fmt: str, backend: str) -> Optional[str]:
         why = spirv.spirv_unavailable()
         if why:
             return f"native: built from SPIR-V, which is unavailable ({why.removeprefix('spirv: ')})"
-        if backend == "level_zero" and sycl_native.ocloc() is not None:
+        if backend == "level_zero" and spirv.find_tool("ocloc") is not None:
             return None
         return sycl_native.unavailable()
     if fmt == "spirv":
@@ -158,7 +159,7 @@ def read_entry(path: Path, kind: str = "spirv") -> Optional[bytes]:
         return None
     head, _, payload = blob[len(MAGIC):].partition(b"\n")
     ok = blob.startswith(MAGIC) and head.decode(errors="replace") == hashlib.sha256(payload).hexdigest()
-    if ok and (kind != "spirv" or payload[:4] == b"\x03\x02\x23\x07"):  # SPIR-V magic, little-endian
+    if ok and (kind != "spirv" or payload.startswith(SPIRV_MAGIC)):
         return payload
     log.warning("halide_xpu: corrupt device binary %s (%s); rebuilding", path,
                 "checksum mismatch" if not ok else "not a SPIR-V module")
@@ -198,10 +199,14 @@ def spirv_module(source: str, device: Device) -> bytes:
     return data
 
 
-def _native_toolchain(device: Device) -> str:
-    """What builds native binaries for ``device`` (cache keys): ocloc, else the device's own compiler behind
-    the SYCL runtime (its driver is in the key already) reached through the interop library."""
-    tool = sycl_native.ocloc() if device.backend == "level_zero" else None
+def _ocloc_for(device: Device) -> Optional[spirv.Tool]:
+    """ocloc where it builds this device's native binaries (Level Zero devices), else None."""
+    return spirv.find_tool("ocloc") if device.backend == "level_zero" else None
+
+
+def _native_toolchain(tool: Optional[spirv.Tool]) -> str:
+    """What builds native binaries (cache keys): ocloc, else the device's own compiler behind the SYCL runtime
+    (its driver is in the key already) reached through the interop library."""
     return f"ocloc:{tool.identity}" if tool else f"interop:{sycl_native.library_path().parent.name}"
 
 
@@ -217,14 +222,14 @@ def _ocloc_device(device: Device) -> str:
 def native_binary(source: str, module: bytes, device: Device, options: str) -> bytes:
     """The native binary of the SPIR-V ``module`` (built from ``source``) for ``device``: from the disk cache, else
     built by ocloc or by the device's compiler in a child process; raises spirv.DeviceCompileError."""
+    tool = _ocloc_for(device)
     key = cache.cache_key("native", source, spirv.options(), options, device.name, device.driver, device.backend,
-                          spirv.toolchain_identity(), _native_toolchain(device))
+                          spirv.toolchain_identity(), _native_toolchain(tool))
     path = entry_path(key)
     found = read_entry(path, "native")
     if found is not None:
         return found
     stats.counters["device_compiles"] += 1
-    tool = sycl_native.ocloc() if device.backend == "level_zero" else None
     if tool is not None:
         data = sycl_native.ocloc_build(tool, module, _ocloc_device(device), options)
     else:

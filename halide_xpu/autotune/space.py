@@ -87,7 +87,7 @@ def search_space(meta: KernelMeta, caps: DeviceCaps) -> list[Tunable]:
         return []
     form = kind(meta)
     dims = (_gpu_space if caps.gpu else _host_space)(meta, caps, form)
-    if caps.grf:  # Intel GPUs: default vs large register file (device_binary.GRF_CODES)
+    if caps.grf:  # Intel GPUs: default vs large register file (indices into config.GRF_MODES)
         dims.append(Tunable("grf", (0, 2)))
     defaults = dict(meta.schedule.params)
     out = []

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from .spirv import DeviceCompileError, Tool, find_tool
+from .spirv import DeviceCompileError, Tool
 
 log = logging.getLogger(__name__)
 
@@ -221,9 +221,5 @@ def ocloc_build(tool: Tool, spirv: bytes, device: str, options: str) -> bytes:
         if not found:
             raise DeviceCompileError(f"ocloc wrote no binary ({' '.join(cmd)})")
         return found[0].read_bytes()
-
-
-def ocloc() -> Optional[Tool]:
-    return find_tool("ocloc")
 
 
