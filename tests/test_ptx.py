@@ -301,3 +301,72 @@ def _compile_gpu(tmp_path: Path, f: hl.Func, args: list) -> bytes:
     obj = tmp_path / "g.o"
     f.compile_to({hl.OutputFileType.object: str(obj)}, args, "g", hl.Target(CUDA_TARGET))
     return obj.read_bytes()
+
+
+def _gather_backward_object(tmp_path: Path, dtype: hl.Type) -> str:
+    """PTX of a gather's backward as Inductor gives it (GPUTests' ``tmp_not_defined_issue3``): ``out[idx[r.x, r.y],
+    r.y] += val[r.x, r.y]`` with a checked index, the RVars fused and tiled; Halide simplifies the store's index
+    (``f``) apart from the self-load's (``(f / 64) * 64 + f % 64``), so the CAS loop's fresh load is at another
+    address register."""
+    idx, val = hl.ImageParam(hl.Int(64), 2, "idx"), hl.ImageParam(dtype, 2, "val")
+    out, x, y = hl.Func(dtype, 2, "out"), hl.Var("x"), hl.Var("y")
+    r = hl.RDom([hl.Range(0, 64), hl.Range(0, 512)])
+    out[x, y] = hl.undef(dtype)
+    with hx.building_for("cuda"):
+        i = hl.cast(hl.Int(32), idx[r.x, r.y])
+        col = hx.index_checked(hl.clamp(i, 0, 4189), (i >= 0) & (i <= 4189))
+        out[col, r.y] += val[r.x, r.y]
+    for buf in (idx, val):  # fixed layouts, as our kernels declare them
+        buf.dim(0).set_bounds(0, 64).set_stride(1)
+        buf.dim(1).set_bounds(0, 512).set_stride(64)
+    out.output_buffer().dim(0).set_bounds(0, 4190).set_stride(1)
+    out.output_buffer().dim(1).set_bounds(0, 512).set_stride(4190)
+    f, bo, bi = hl.RVar("f"), hl.RVar("bo"), hl.RVar("bi")
+    out.update().atomic(True).fuse(r.x, r.y, f).gpu_tile(f, bo, bi, 256, hl.TailStrategy.GuardWithIf)
+    out.gpu_single_thread()
+    obj = tmp_path / "gather_backward.o"
+    hl.Pipeline(out).compile_to({hl.OutputFileType.object: str(obj)}, [idx, val], "k", hl.Target(CUDA_TARGET))
+    return ptx.extract(obj.read_bytes())
+
+
+@pytest.mark.parametrize("dtype", [hl.Float(32), hl.Int(32), hl.Int(64)])
+def test_cas_loop_whose_fresh_load_is_indexed_apart_becomes_atomic_add(tmp_path, dtype):
+    """The H100 run of GPUTests: 12% of a gather backward's gradient elements lost updates. Halide's CAS loop adds
+    to a fresh plain load (possibly a stale L1 line) rather than to the value the CAS compares with; here that load
+    is even at another address register. Every such loop becomes one ``red.global.add`` at the CAS's address."""
+    source = _gather_backward_object(tmp_path, dtype)
+    loop = re.search(r"\$L__\w+:\s*// %casloop\.start(.*?)atom\.relaxed\.global\.cas\.b\d+\s+%\w+,\s*\[(%\w+)\]",
+                     source, re.S)
+    assert loop, "Halide no longer emits a CAS loop here: the rewrite's premise changed"
+    fresh = re.search(r"ld\.global\.b\d+\s+%\w+,\s*\[(%\w+)\]", loop.group(1))
+    assert fresh and fresh.group(1) != loop.group(2)  # the case the first rewrite did not recognise
+    new, counts = ptx.rewrite(source, fast_division=False)
+    assert counts["atomic_add"] == 1 and counts["cas_left"] == 0
+    kind = "f" if dtype.is_float() else "u"
+    assert new.count(f"red.global.add.{kind}{dtype.bits()} \t[{loop.group(2)}]") == 1
+
+
+def test_marker_chains_are_matched_inside_one_kernel(tmp_path):
+    """Two kernels of one module reuse register names (``%r8`` in each): a chain is found per function. The H100
+    run of GPUTests' ``index_put1``: the second kernel's index check was taken for a bf16 rounding and an exp of
+    registers of the first, its flag was never 0, and every row went to row 0."""
+    x = hl.Var("x")
+    inp, idx = hl.ImageParam(hl.Float(32), 1, "inp"), hl.ImageParam(hl.Int(64), 1, "idx")
+    size = hl.cast(hl.Int(64), inp.dim(0).extent())
+    outs = []
+    for k in range(2):
+        f = hl.Func(f"f{k}")
+        with hx.building_for("cuda"):
+            i = idx[x] + k
+            f[x] = inp[hl.cast(hl.Int(32), hx.index_checked(hl.clamp(i, 0, size - 1), (i >= 0) & (i < size)))] + k
+        f.gpu_tile(x, hl.Var("xo"), hl.Var("xi"), 64, hl.TailStrategy.GuardWithIf)
+        outs.append(f)
+    obj = tmp_path / "two.o"
+    hl.Pipeline(outs).compile_to({hl.OutputFileType.object: str(obj)}, [inp, idx], "k", hl.Target(CUDA_TARGET))
+    source = ptx.extract(obj.read_bytes())
+    assert source.count(".entry") == 2
+    new, counts = ptx.rewrite(source, fast_division=False)
+    assert counts["exp"] == 0 and counts["bf16"] == 0 and counts["index_check"] == 2
+    assert ptx.chains(new, ptx.EXP_MARKER) == 0 and ptx.chains(new, ptx.BF16_MARKER) == 0
+    labels = re.findall(r"^\$L__hx_index_ok\d+:", new, re.M)
+    assert len(labels) == len(set(labels)) == 2

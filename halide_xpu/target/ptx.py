@@ -138,22 +138,32 @@ def extract(obj: bytes) -> str:
     return obj[start:end].decode("ascii")
 
 
+def _functions(ptx: str) -> list[str]:
+    """``ptx`` cut at each ``.entry`` / ``.func``: register names are per function (LLVM reuses ``%r8`` in every
+    kernel of a module), so a register-to-register chain is only looked for inside one piece."""
+    starts = [m.start() for m in _FUNCTION_START.finditer(ptx)]
+    return [ptx[lo:hi] for lo, hi in zip([0, *starts], [*starts, len(ptx)])]
+
+
 def _expand_chains(ptx: str, name: str, marker: str, pattern: re.Pattern, block: str,
                    inner: Optional[re.Pattern] = None) -> tuple[str, int]:
     """Replace each marker instruction whose operand is the result of an ``inner`` instruction (default: another
-    marker instruction) by ``block`` applied to the inner one's operand (the inner line stays: dead code; ``n`` in
-    ``block`` numbers the expansions). Lone marker instructions (libdevice's) are kept."""
-    sources = {m.group(2): m.group(3) for m in (inner or pattern).finditer(ptx)}  # result register -> operand
+    marker instruction) of the same function by ``block`` applied to the inner one's operand (the inner line stays:
+    dead code; ``n`` in ``block`` numbers the expansions). Lone marker instructions (libdevice's) are kept."""
     numbers = itertools.count(1)
+    parts, count = [], 0
+    for function in _functions(ptx):
+        sources = {m.group(2): m.group(3) for m in (inner or pattern).finditer(function)}  # result -> operand
 
-    def expand(m: re.Match) -> str:
-        source = sources.get(m.group(3))
-        if source is None:
-            return m.group(0)
-        return block.format(indent=m.group(1), d=m.group(2), x=source, n=next(numbers))
+        def expand(m: re.Match, sources: dict[str, str] = sources) -> str:
+            source = sources.get(m.group(3))
+            if source is None:
+                return m.group(0)
+            return block.format(indent=m.group(1), d=m.group(2), x=source, n=next(numbers))
 
-    out, _ = pattern.subn(expand, ptx)
-    count = sum(1 for m in pattern.finditer(ptx) if m.group(3) in sources)
+        parts.append(pattern.sub(expand, function))
+        count += sum(1 for m in pattern.finditer(function) if m.group(3) in sources)
+    out = "".join(parts)
     if any(marker in line and not pattern.match(line) for line in out.splitlines()):
         line = next(l for l in out.splitlines() if marker in l and not pattern.match(l))
         raise RuntimeError(f"halide_xpu: cannot expand the {name} marker in PTX line {line.strip()!r}")
@@ -171,13 +181,18 @@ def _expand_index_checks(ptx: str) -> tuple[str, int]:
     return out, count
 
 
-# Halide's CAS loop for ``out[i] += x`` (strict float), as LLVM's NVPTX back end prints it: the old value loaded
-# once (relaxed), then per try a fresh load, the add, the CAS against the old value, and a retry while it changed.
+# Halide's CAS loop for ``out[i] += x`` (strict float; or any add whose self-load index Halide simplified apart
+# from the store's), as LLVM's NVPTX back end prints it: the old value loaded once (relaxed), the address
+# arithmetic of the value's own load, then per try a fresh *plain* load, the add, the CAS against the old value, and
+# a retry while it changed. The fresh load may be at another address register (the same element, its index
+# simplified differently: a fused RVar's ``(f / 64) * 64 + f % 64`` vs ``f``) and may be served from a stale L1
+# line, so the loop as Halide emits it loses updates under contention; it is never kept.
 _CAS_ADD = re.compile(
     r"(?P<pre>^[ \t]*ld\.relaxed\.sys\.global\.b(?P<bits>32|64)[ \t]+(?P<old>%\w+),[ \t]*\[(?P<addr>[^\]]+)\];[^\n]*\n)"
+    r"(?P<between>(?:[ \t]*(?:mul|mad|add|sub|shl|cvt|mov|cvta)\.[\w.]+[ \t]+%\w+,[^;\n]*;[^\n]*\n)*)"
     r"(?P<label>\$L__\w+):[^\n]*\n(?:[ \t]*//[^\n]*\n)*"
-    r"[ \t]*ld\.global\.b(?P=bits)[ \t]+(?P<cur>%\w+),[ \t]*\[(?P=addr)\];[^\n]*\n"
-    r"[ \t]*add\.f(?P=bits)[ \t]+(?P<new>%\w+),[ \t]*(?P<a>%\w+),[ \t]*(?P<b>%\w+);[^\n]*\n"
+    r"[ \t]*ld\.global\.b(?P=bits)[ \t]+(?P<cur>%\w+),[ \t]*\[(?P<addr2>[^\]]+)\];[^\n]*\n"
+    r"[ \t]*add\.(?P<kind>[fsu])(?P=bits)[ \t]+(?P<new>%\w+),[ \t]*(?P<a>%\w+),[ \t]*(?P<b>%\w+);[^\n]*\n"
     r"[ \t]*atom\.relaxed\.global\.cas\.b(?P=bits)[ \t]+(?P<got>%\w+),[ \t]*\[(?P=addr)\],[ \t]*(?P=old),[ \t]*(?P=new);[^\n]*\n"
     r"[ \t]*setp\.ne\.[bs](?P=bits)[ \t]+(?P<p>%\w+),[ \t]*(?P=got),[ \t]*(?P=old);[^\n]*\n"
     r"[ \t]*mov\.b(?P=bits)[ \t]+(?P=old),[ \t]*(?P=got);[^\n]*\n"
@@ -195,22 +210,23 @@ _FUNCTION_START = re.compile(r"^(?:\.visible[ \t]+|\.weak[ \t]+)?\.(?:entry|func
 def _atomic_add(m: re.Match, function: str) -> str:
     if {m["a"], m["b"]} == {m["cur"]} or m["cur"] not in (m["a"], m["b"]):
         return m.group(0)  # x + x, or an add that does not read the fresh value: not ``out[i] += x``
-    loop = m.group(0)
+    loop = m.group(0)[len(m["pre"]) + len(m["between"]):]
     for reg in (m["old"], m["cur"], m["new"], m["got"], m["p"]):  # the loop's own registers: read nowhere else
-        if len(re.findall(rf"{re.escape(reg)}\b", function)) != len(re.findall(rf"{re.escape(reg)}\b", loop)):
-            return loop
+        uses = len(re.findall(rf"{re.escape(reg)}\b", function))
+        if uses != len(re.findall(rf"{re.escape(reg)}\b", loop)) + (reg == m["old"]):
+            return m.group(0)
     x = m["b"] if m["a"] == m["cur"] else m["a"]
-    return f"\tred.global.add.f{m['bits']} \t[{m['addr']}], {x}; // halide_xpu: was a CAS loop\n"
+    kind = "f" if m["kind"] == "f" else "u"  # an integer add wraps the same signed or not
+    # the value's own address arithmetic stays (dead now; ptxas drops it)
+    return f"{m['between']}\tred.global.add.{kind}{m['bits']} \t[{m['addr']}], {x}; // halide_xpu: was a CAS loop\n"
 
 
 def atomic_adds(ptx: str) -> tuple[str, int]:
-    """``ptx`` with each CAS loop of a float ``+=`` replaced by ``red.global.add``; also how many."""
-    starts = [m.start() for m in _FUNCTION_START.finditer(ptx)]
-    bounds = list(zip([0, *starts], [*starts, len(ptx)]))
+    """``ptx`` with each CAS loop of an ``out[i] += x`` (float or integer) replaced by ``red.global.add``; also how
+    many."""
     parts, count = [], 0
-    for lo, hi in bounds:
-        function = ptx[lo:hi]
-        new = _CAS_ADD.sub(lambda m: _atomic_add(m, function), function)
+    for function in _functions(ptx):
+        new = _CAS_ADD.sub(lambda m, function=function: _atomic_add(m, function), function)
         parts.append(new)
         count += len(_CAS.findall(function)) - len(_CAS.findall(new))
     return "".join(parts), count
@@ -219,8 +235,11 @@ def atomic_adds(ptx: str) -> tuple[str, int]:
 def chains(ptx: str, marker: str) -> int:
     """How many marker chains ``ptx`` holds (0 after ``rewrite``)."""
     pattern = _marker_line(marker)
-    results = {m.group(2) for m in pattern.finditer(ptx)}
-    return sum(1 for m in pattern.finditer(ptx) if m.group(3) in results)
+    count = 0
+    for function in _functions(ptx):
+        results = {m.group(2) for m in pattern.finditer(function)}
+        count += sum(1 for m in pattern.finditer(function) if m.group(3) in results)
+    return count
 
 
 def rewrite(ptx: str, fast_division: bool = True) -> tuple[str, dict[str, int]]:
