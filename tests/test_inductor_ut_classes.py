@@ -111,3 +111,25 @@ def test_sizes_beyond_int32_fall_back_with_reason(target: str, caplog: pytest.Lo
     with caplog.at_level(logging.WARNING, logger="halide_xpu.scheduling"):
         torch.testing.assert_close(fn(y), y.sin())
     assert "bytes (Halide's buffer sizes are int32)" in caplog.text, caplog.text
+
+
+def test_indirect_stores_of_two_outputs_in_one_kernel(target: str) -> None:
+    """GPUTests' ``index_put1`` on the H100: one kernel stores into two outputs indirectly (two CUDA kernels in
+    one PTX module); the second kernel's index check was rewritten as if it were a chain of the first's registers,
+    and every row of the second output went to row 0."""
+    def fn(a, b, c):
+        return torch.index_put(a, [b], c), torch.index_put_(a + 1, [b + 1], c + 1) * 2
+
+    compile_and_check(fn, torch.randn(40, 16, 7), torch.tensor([3, 17, 30, 8]), torch.randn(4, 16, 7))
+
+
+def test_contended_accumulation_keeps_every_update(target: str) -> None:
+    """GPUTests' ``tmp_not_defined_issue3`` on the H100 (a gather's backward): 12% of the gradient's elements lost
+    updates; Halide's CAS loop added to a plain, possibly stale, load at an address simplified apart from the CAS's.
+    Here about 10 adds per address, in fp32, int32 and int64."""
+    x, idx = torch.randn(256, 300), torch.randint(0, 6, (256, 64))
+    compile_and_check(lambda x, i: torch.zeros_like(x).scatter_add(1, i, torch.gather(x, 1, i) * 2 + 1), x, idx,
+                      rtol=1e-5, atol=1e-5)
+    for dtype in (torch.int32, torch.int64):
+        v = torch.randint(-1000, 1000, (256, 64), dtype=dtype)
+        compile_and_check(lambda v, i: torch.zeros(256, 300, dtype=v.dtype).scatter_add(1, i, v * 3), v, idx)
