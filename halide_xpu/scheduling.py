@@ -5,6 +5,7 @@ import logging
 from typing import Any, Optional
 
 import torch
+from torch._inductor.codegen.common import BackendFeature
 from torch._inductor.codegen.halide import HalideScheduling, Unsupported
 from torch._inductor.codegen.simd import SIMDScheduling
 from torch._inductor.utils import IndentedBuffer, get_kernel_metadata
@@ -69,6 +70,18 @@ class HalideXpuScheduling(HalideScheduling):
         super().__init__(scheduler)
         self._fallbacks: dict[str, Any] = {}
         self._combo_depth = 0  # inside codegen_combo_kernel: buffers are freed after the whole combo node
+
+    @classmethod
+    def get_backend_features(cls, device: Any) -> Any:
+        """Upstream's features, less ``REDUCE_TO_SINGLE_ELEMENT`` on GPUs: Inductor splits a large full reduction
+        into two kernels there, as it does for Triton. Unsplit, a reduction of 2**31+ elements (beyond Halide's
+        int32 extents) fell back to a single-program Triton loop that returned 0 on the H100 (GPUTests'
+        ``split_reduction_with_int64_size``: ``mean`` of 3e9 elements); split, each kernel is one Triton splits
+        the same way (ours below 2**31 points)."""
+        features = super().get_backend_features(device)
+        if torch.device(device).type == "cpu":
+            return features
+        return type(features)(f for f in features if f != BackendFeature.REDUCE_TO_SINGLE_ELEMENT)
 
     def _fallback(self, device_type: str) -> Any:
         if device_type not in self._fallbacks:
