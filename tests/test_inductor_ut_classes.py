@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import compile_and_check
+from conftest import compile_and_check, on_target
 
 aten = torch.ops.aten
 PADDINGS = [[0, 0, 0, 0], [1, 1, 1, 1], [1, 2, 3, 4], [0, -1, 2, 2], [-1, 0, 2, 2], [2, 2, 0, -1], [2, 2, -1, 0]]
@@ -86,7 +86,8 @@ def test_reduction_and_accumulation_over_a_broadcast_count_every_element(target:
     i = torch.arange(33).flip(0)[None, :]
     compile_and_check(lambda x: (x.expand(64, 33).sum(), x.expand(64, 33).sum(1), x.expand(5, 64, 33).mean((0, 1)),
                                  x.expand(64, 33).amax(0), x.expand(4, 33).var()), x, rtol=1e-5, atol=1e-5)
-    compile_and_check(lambda i, v: torch.zeros(33).index_put((i.expand(64, 33),), v.expand(64, 33), accumulate=True),
+    compile_and_check(lambda i, v: torch.zeros(33, device=v.device).index_put((i.expand(64, 33),), v.expand(64, 33),
+                                                                          accumulate=True),
                       i, v, rtol=1e-5, atol=1e-5)
 
 
@@ -101,12 +102,12 @@ def test_sizes_beyond_int32_fall_back_with_reason(target: str, caplog: pytest.Lo
 
     monkeypatch.setattr(scheduling, "INT32_LIMIT", 4096)
     torch._dynamo.reset()
-    x = torch.randn(64, 65)
+    x = on_target(torch.randn(64, 65))
     fn = torch.compile(lambda x: (x * 2).sum(1) + 1, fullgraph=True)
     with caplog.at_level(logging.WARNING, logger="halide_xpu.scheduling"):
         torch.testing.assert_close(fn(x), (x * 2).sum(1) + 1)
     assert "points in its loop nest (Halide's extents are int32)" in caplog.text, caplog.text
-    y = torch.randn(1100)  # 4400 bytes, 1100 points
+    y = on_target(torch.randn(1100))  # 4400 bytes, 1100 points
     fn = torch.compile(lambda y: y.sin(), fullgraph=True)
     with caplog.at_level(logging.WARNING, logger="halide_xpu.scheduling"):
         torch.testing.assert_close(fn(y), y.sin())
@@ -132,4 +133,4 @@ def test_contended_accumulation_keeps_every_update(target: str) -> None:
                       rtol=1e-5, atol=1e-5)
     for dtype in (torch.int32, torch.int64):
         v = torch.randint(-1000, 1000, (256, 64), dtype=dtype)
-        compile_and_check(lambda v, i: torch.zeros(256, 300, dtype=v.dtype).scatter_add(1, i, v * 3), v, idx)
+        compile_and_check(lambda v, i: torch.zeros(256, 300, dtype=v.dtype, device=v.device).scatter_add(1, i, v * 3), v, idx)
