@@ -194,6 +194,7 @@ def unsupported(device_type: str, target: str, aot_mode: bool) -> str | None:
     if aot_mode and target not in AOT_TARGETS:
         return (f"AOTInductor packages halide-xpu kernels of the {' and '.join(AOT_TARGETS)} targets; {target!r} needs "
                 "its device runtime set up by halide_xpu's Python side")
+    return None
 
 
 def _opencl_setup() -> str:
@@ -210,7 +211,6 @@ def _opencl_setup() -> str:
     return (f"static const char *const preload[] = {strings(preload)}; "
             f"static const char *const env[] = {strings([x for kv in env for x in kv])}; "
             "hx_prepare_opencl(preload, env);")
-    return None
 
 
 @functools.lru_cache(maxsize=None)
