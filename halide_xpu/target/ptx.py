@@ -186,7 +186,8 @@ def _expand_index_checks(ptx: str) -> tuple[str, int]:
 # arithmetic of the value's own load, then per try a fresh *plain* load, the add, the CAS against the old value, and
 # a retry while it changed. The fresh load may be at another address register (the same element, its index
 # simplified differently: a fused RVar's ``(f / 64) * 64 + f % 64`` vs ``f``) and may be served from a stale L1
-# line, so the loop as Halide emits it loses updates under contention; it is never kept.
+# line, so the loop as Halide emits it loses updates under contention: every loop of this shape is rewritten, and a
+# CAS loop of any other shape that is left is logged (``rewrite_object``).
 _CAS_ADD = re.compile(
     r"(?P<pre>^[ \t]*ld\.relaxed\.sys\.global\.b(?P<bits>32|64)[ \t]+(?P<old>%\w+),[ \t]*\[(?P<addr>[^\]]+)\];[^\n]*\n)"
     r"(?P<between>(?:[ \t]*(?:mul|mad|add|sub|shl|cvt|mov|cvta)\.[\w.]+[ \t]+%\w+,[^;\n]*;[^\n]*\n)*)"
@@ -307,6 +308,9 @@ def rewrite_object(obj_path: Path, fast_division: bool) -> str:
         return ""  # no device code at all: the pipeline simplified to nothing (index_add of zeros into a 0-d tensor)
     ptx = extract(data)
     new, counts = rewrite(ptx, fast_division)
+    if counts["cas_left"]:
+        log.warning("halide_xpu: %s keeps %d CAS loop(s) the PTX rewrite does not recognise; Halide's CAS loop adds "
+                    "to a plain load and may lose updates under contention", obj_path.parent.name, counts["cas_left"])
     if new == ptx:
         return ""
     log.debug("PTX rewrites in %s: %s", obj_path, counts)
