@@ -134,3 +134,22 @@ def test_contended_accumulation_keeps_every_update(target: str) -> None:
     for dtype in (torch.int32, torch.int64):
         v = torch.randint(-1000, 1000, (256, 64), dtype=dtype)
         compile_and_check(lambda v, i: torch.zeros(256, 300, dtype=v.dtype, device=v.device).scatter_add(1, i, v * 3), v, idx)
+
+
+def test_split_welford_combine_is_exact(target: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A split ``var`` (GPUTests' ``multilayer_var_lowp`` on the H100, where Inductor splits full reductions for
+    us): both stages combine (mean, m2, weight) triples. Upstream's Tuple update for that is wrong under Halide's
+    strict_float (m2 computed from the already-updated mean: 0.2% low); it is a sum of weights, of weighted means
+    and of m2 plus weighted squared deviations now. Here the CPU targets split too."""
+    from torch._inductor.codegen.common import BackendFeature
+
+    from halide_xpu.scheduling import HalideXpuScheduling
+
+    features = HalideXpuScheduling.get_backend_features.__func__
+    monkeypatch.setattr(HalideXpuScheduling, "get_backend_features", classmethod(
+        lambda cls, d: type(features(cls, d))(f for f in features(cls, d) if f != BackendFeature.REDUCE_TO_SINGLE_ELEMENT)))
+    torch._dynamo.reset()
+    x = torch.rand(14923) * 4 + 1000  # a large mean: m2 from the wrong mean is far off
+    code = compile_and_check(lambda x: (torch.var(x), torch.var_mean(x, correction=0)), x, rtol=1e-5, atol=1e-5)
+    assert code.count("halide_xpu_load(") >= 2, "Inductor did not split the reduction"
+    compile_and_check(torch.var, torch.rand(14923, dtype=torch.float16), rtol=1e-3, atol=1e-5)
