@@ -98,18 +98,28 @@ def attribute(prof: Any, entries: dict[str, Path]) -> dict[str, list[Any]]:
     return times
 
 
+_OWN_PREFIX = {"triton": "triton_", "ours": "hx:"}
+
+
 def compare(triton: tuple[list[str], dict], ours: tuple[list[str], dict]) -> dict[str, Any]:
     """Pairs kernels by node group: rows [nodes, triton µs, ours µs, ratio, launches] sorted by ratio, and the device
     time of kernels without a partner on either side."""
     groups = {}
     for side, (codes, times) in (("triton", triton), ("ours", ours)):
-        for key, info in kernel_groups(codes).items():
+        grouped = kernel_groups(codes)
+        for key, info in grouped.items():
             if key not in times:
                 continue  # defined but not launched in the profiled call (or no device time)
             slot = groups.setdefault(info["nodes"], {})
             us, calls, variant = times[key]
             prev = slot.get(side, [0.0, 0, [], variant])
             slot[side] = [prev[0] + us, prev[1] + calls, prev[2] + [key], prev[3]]
+        # kernels of this backend whose definition names no node group (Triton's combo/foreach kernels): unpaired,
+        # never dropped, or the optimizer step of one side would be missing from the comparison
+        for key, (us, calls, variant) in times.items():
+            if key.startswith(_OWN_PREFIX[side]) and key not in grouped and us > 0:
+                slot = groups.setdefault(("(no node list: " + key[:48] + ")",), {})
+                slot[side] = [us, calls, [key], variant]
     rows, unmatched, unpaired = [], {"triton": 0.0, "ours": 0.0}, []
     for nodes, slot in groups.items():
         if "triton" in slot and "ours" in slot:

@@ -48,3 +48,15 @@ def test_bench_launch_smoke(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr[-3000:]
     row = json.loads((tmp_path / "launch_overhead.json").read_text())["rows"][0]
     assert row["kernels_per_call"] == 1 and 0 < row["usm_async_us"] < row["halide_opencl_us"]
+
+
+def test_kernel_table_keeps_kernels_without_node_group() -> None:
+    """Triton's combo/foreach kernels (the optimizer step) name no node group: they count as unpaired, never dropped;
+    extern kernels (cuBLAS) belong to neither side."""
+    sys.path.insert(0, str(BENCH.parent))
+    import kernel_table
+
+    table = kernel_table.compare(([], {"triton_for_fused_0": [10.0, 1, ""], "sm90_gemm": [5.0, 1, ""]}),
+                                 ([], {"hx:abc": [7.0, 3, "pointwise"]}))
+    assert table["summary"]["unmatched_triton_us"] == 10.0 and table["summary"]["unmatched_ours_us"] == 7.0
+    assert {u["kernel"] for u in table["unpaired"]} == {"triton_for_fused_0", "hx:abc"}
