@@ -20,6 +20,7 @@ GRF_MODES = ("default", "small", "large", "auto")  # register file per hardware 
 # schedule database (autotune/): off = defaults only, db = apply tuned records, max = also tune a kernel the
 # database lacks when it is first compiled (within autotune_budget_s)
 AUTOTUNE_MODES = ("off", "db", "max")
+SCAN_MODES = ("off", "gpu", "all")
 
 
 def _choice(name: str, choices: tuple[str, ...]) -> Callable[[Any], str]:
@@ -115,6 +116,10 @@ _KNOBS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     # kernel reads a clamped index and divides by zero as Halide defines it, silently
     "device_checks": (_bool, True),
     "schedule_overrides": (_overrides, {}),
+    # scans (cumsum, cumprod, logcumsumexp, cummax, associative_scan) as our kernels (scan.py): "gpu" on CUDA and XPU
+    # devices, where a scan we cannot lower (a split scan of one long row) falls back to Triton's; "all" also on
+    # CPU devices, where Inductor's C++ backend has no scan kernel to fall back to; "off": ATen's scan kernels
+    "scan_kernels": (_choice("scan_kernels", SCAN_MODES), "gpu"),
     # how the sycl target's kernels reach the device (device_binary.py): OpenCL C source built at first launch, or
     # SPIR-V / native binaries built ahead of launch in child processes and cached on disk
     "device_binary": (_choice("device_binary", DEVICE_BINARIES), "auto"),
@@ -211,6 +216,7 @@ asserts: bool
 cuda_fast_math: bool
 device_checks: bool
 cache_dir: str
+scan_kernels: str
 device_binary: str
 schedule_overrides: dict[str, int]
 schedule_db: Optional[str]

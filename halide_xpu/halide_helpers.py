@@ -32,6 +32,24 @@ def building_for(target: str) -> Iterator[None]:
         _building.target, _building.checks = previous, previous_checks
 
 
+def minimum(a: object, b: object) -> hl.Expr:
+    """``torch.minimum``: NaN when either is NaN (Halide's ``min`` returns the other operand)."""
+    a, b = _unify(a, b)
+    return hl.select((a < b) | hl.is_nan(a), a, b) if a.type().is_float() else hl.min(a, b)
+
+
+def maximum(a: object, b: object) -> hl.Expr:
+    """``torch.maximum``: NaN when either is NaN."""
+    a, b = _unify(a, b)
+    return hl.select((a > b) | hl.is_nan(a), a, b) if a.type().is_float() else hl.max(a, b)
+
+
+def bitwise_not(a: object) -> hl.Expr:
+    """``~a``; for a bool the logical not (Halide's OpenCL C writes ``~`` for both: wrong for a C bool)."""
+    a = _expr(a)
+    return a.logical_not() if a.type().is_bool() else ~a
+
+
 def _on_cuda() -> bool:
     return getattr(_building, "target", None) == "cuda"
 

@@ -95,6 +95,7 @@ class HalideXpuKernel(HalideKernel):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.reduction_funcs: list[str] = []
+        self.scan_funcs: list[str] = []  # Funcs holding a scan's update (scan.py), scheduled as the scan family
         self.partial_outputs: set[str] = set()  # output args whose other elements keep their contents
         self.ordered_outputs: set[str] = set()  # outputs whose stores must run in loop order (the last write wins)
         self._pending_checks: list[tuple[Any, str, Any]] = []  # (index, size, load mask) of checks not yet attached
@@ -395,8 +396,13 @@ class HalideXpuKernel(HalideKernel):
         ]
         return ", ".join(parts) + ("," if len(parts) == 1 else "")
 
-    def scan(self, *args: Any, **kwargs: Any):  # type: ignore[override]
-        raise Unsupported("scan")
+    def scan(self, dtypes, combine_fn, values):  # type: ignore[override]
+        from . import scan
+
+        return scan.scan(self, dtypes, combine_fn, values)
+
+    def _family(self) -> str:
+        return "scan" if self.scan_funcs else "reduction" if self.reduction_funcs else "pointwise"
 
     # ---------------------------------------------------------------- metadata
     def target_name(self) -> str:
@@ -471,8 +477,8 @@ class HalideXpuKernel(HalideKernel):
             halide_target=self.halide_target(target, device),
             loop_vars=loop_vars,
             outputs=outputs,
-            reductions=tuple(self.reduction_funcs),
-            schedule=default_spec(loop_vars, bool(self.reduction_funcs), caps),
+            reductions=tuple(self.reduction_funcs + self.scan_funcs),
+            schedule=default_spec(loop_vars, self._family(), caps),
             device_index=max(device.index or 0, 0),
             device_type=device.type,
             fast_math=self.fast_math(),

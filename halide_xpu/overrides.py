@@ -180,6 +180,12 @@ class HalideXpuOverrides(HalideOverrides):
     fmod = _checks_divisor(staticmethod(lambda a, b: f"hx.mod({a}, {b})"))
 
     @staticmethod
+    def bitwise_not(x: Any) -> str:  # type: ignore[override]
+        """``~`` of a bool is a logical not: Halide's OpenCL C prints ``~b`` on a bool, which C promotes to int
+        (``~1 == -2``, true), so ``~isinf(x)`` held everywhere (logcumsumexp's combine on the opencl target)."""
+        return f"hx.bitwise_not({x})"
+
+    @staticmethod
     def hypot(x: Any, y: Any) -> str:  # type: ignore[override]
         return f"hx.hypot({x}, {y})"
 

@@ -61,6 +61,11 @@ def _too_large(node: Any) -> Optional[str]:
     return None
 
 
+def without_single_element_reduction(features: Any) -> Any:
+    """Backend features less ``REDUCE_TO_SINGLE_ELEMENT``: Inductor then splits large full reductions."""
+    return type(features)(f for f in features if f != BackendFeature.REDUCE_TO_SINGLE_ELEMENT)
+
+
 class HalideXpuScheduling(HalideScheduling):
     """Upstream ``HalideScheduling`` fusion rules; kernels are Halide pipelines with explicit schedules."""
 
@@ -79,9 +84,14 @@ class HalideXpuScheduling(HalideScheduling):
         ``split_reduction_with_int64_size``: ``mean`` of 3e9 elements); split, each kernel is one Triton splits
         the same way (ours below 2**31 points)."""
         features = super().get_backend_features(device)
-        if torch.device(device).type == "cpu":
+        kind = torch.device(device).type
+        if config.scan_kernels == "all" or (config.scan_kernels == "gpu" and kind != "cpu"):
+            features.add(BackendFeature.SCAN)
+        else:
+            features.discard(BackendFeature.SCAN)
+        if kind == "cpu":
             return features
-        return type(features)(f for f in features if f != BackendFeature.REDUCE_TO_SINGLE_ELEMENT)
+        return without_single_element_reduction(features)
 
     def _fallback(self, device_type: str) -> Any:
         if device_type not in self._fallbacks:
@@ -94,6 +104,8 @@ class HalideXpuScheduling(HalideScheduling):
                 why_large = _too_large(node)
                 if why_large:
                     raise Unsupported(why_large)
+                if node.is_split_scan() and node.get_device().type != "cpu":
+                    raise Unsupported("a split scan (one long row across programs)")
                 if V.graph.cpp_wrapper:
                     from .cpp_wrapper import unsupported
 

@@ -67,7 +67,7 @@ def apply(meta: KernelMeta, source: str) -> tuple[KernelMeta, str]:
         spec = ScheduleSpec(f"autoschedule:{hit.record.scheduler}", tuple(sorted(hit.record.params.items())))
     else:
         caps = targets.device_caps(meta.target, meta.device_type, meta.device_index)
-        spec = default_spec(meta.loop_vars, meta.schedule.family == "reduction", caps, tuned=hit.record.params)
+        spec = default_spec(meta.loop_vars, meta.schedule.family, caps, tuned=hit.record.params)
     log.info("halide_xpu: schedule record %s from %s: %s", hit.signature.key, hit.path, hit.record.describe())
     comment = f"{COMMENT} {hit.signature.key} {hit.record.describe()} [{hit.path.name}]"
     return dataclasses.replace(meta, schedule=spec), f"{comment}\n{source}"

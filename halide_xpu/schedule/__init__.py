@@ -1,4 +1,4 @@
-"""Explicit, parametric Halide schedules per kernel family (pointwise, reduction), for CPU and GPU targets."""
+"""Explicit, parametric Halide schedules per kernel family (pointwise, reduction, scan), for CPU and GPU targets."""
 from __future__ import annotations
 
 import logging
@@ -8,24 +8,28 @@ from typing import Any, Callable, Optional
 from .. import config
 from ..meta import STORAGE_SUFFIX, KernelMeta, LoopVar, ScheduleSpec
 from ..target.targets import DeviceCaps
-from . import pointwise, reduction
+from . import pointwise, reduction, scan
 from .updates import schedule_error_word  # noqa: F401  (compiler.py: the check pipeline)
 import halide as hl
 
-from .common import GUARD, NotApplicable, Plan, Recorder, fuse_all, separate_local_widths, total
+from .common import GUARD, NotApplicable, Plan, Recorder, fuse_all, separate_local_widths, total, update_pure_vars
 
 log = logging.getLogger(__name__)
 
 Variant = Callable[[Recorder, Plan, ScheduleSpec], None]
 
 
-def default_spec(loop_vars: tuple[LoopVar, ...], has_reduction: bool, caps: DeviceCaps,
+FAMILIES = {"pointwise": pointwise, "reduction": reduction, "scan": scan}
+
+
+def default_spec(loop_vars: tuple[LoopVar, ...], family_name: str, caps: DeviceCaps,
                  tuned: Optional[dict[str, int]] = None) -> ScheduleSpec:
-    """The schedule family for a kernel and its default tunables; ``tuned`` (a schedule database record,
-    autotune/apply.py) replaces those it names, ``config.schedule_overrides`` win over both."""
+    """The default tunables of schedule family ``family_name`` (pointwise, reduction, scan) for a kernel;
+    ``tuned`` (a schedule database record, autotune/apply.py) replaces those it names, ``config.schedule_overrides``
+    win over both."""
     if config.scheduler != "explicit":
         return ScheduleSpec(f"autoschedule:{config.scheduler}", (("parallelism", caps.parallelism),))
-    family = reduction if has_reduction else pointwise
+    family = FAMILIES[family_name]
     params = family.default_params(caps.gpu, caps.vector_width)
     if caps.grf:  # Intel GPUs: the register-file mode their device binaries are built with (device_binary.py)
         params["grf"] = config.GRF_MODES.index(config.grf_mode)
@@ -35,7 +39,7 @@ def default_spec(loop_vars: tuple[LoopVar, ...], has_reduction: bool, caps: Devi
         for key in ("wg", "wg_row", "wg_row_staged", "wg_full"):
             if key in params:
                 params[key] = min(params[key], caps.max_work_group)
-    return ScheduleSpec("reduction" if has_reduction else "pointwise", tuple(sorted(params.items())))
+    return ScheduleSpec(family_name, tuple(sorted(params.items())))
 
 
 def _pointwise_all(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
@@ -59,11 +63,12 @@ def _gpu_safe(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
             continue  # a constant: inlined
         rec(f, f.name(), "compute_root")
         stages = [(f, f.name())] + [(f.update(i), f"{f.name()}.update({i})") for i in range(f.num_update_definitions())]
-        for stage, label in stages:
-            if not args:
+        for i, (stage, label) in enumerate(stages):
+            pure = args if i == 0 else update_pure_vars(f, i - 1)
+            if not pure:  # a scan's update leaves out the scanned dim: serial over it
                 rec(stage, label, "gpu_single_thread")
                 continue
-            x = fuse_all(rec, stage, args, f"{f.name()}_{len(rec.lines)}") if len(args) > 1 else args[0]
+            x = fuse_all(rec, stage, pure, f"{f.name()}_{len(rec.lines)}") if len(pure) > 1 else pure[0]
             rec(stage, label, "gpu_tile", x, hl.Var(f"{f.name()}_wg"), hl.Var(f"{f.name()}_wi"), 64, GUARD)
     for out in plan.outputs():
         pointwise.schedule_output(rec, plan, out, scalar)
@@ -85,6 +90,10 @@ def variants(meta: KernelMeta, caps: DeviceCaps) -> list[tuple[str, Variant]]:
     always legal there); on the host the last is Halide's default schedule."""
     if meta.schedule.family == "reduction":
         found = reduction.variants(caps.gpu)
+    elif meta.schedule.family == "scan":
+        found = [("scan_rows", scan.scan_rows)]
+        if caps.gpu:  # the empty "Error:" of vectorized GPU math, as for pointwise kernels
+            found.append(("scan_rows_scalar", lambda rec, plan, spec: scan.scan_rows(rec, plan, spec.with_params(vector=1))))
     else:
         found = [("pointwise", _pointwise_all)]
         if caps.gpu and len(meta.outputs) >= 2:
@@ -163,7 +172,8 @@ def _register_tiling(plan: Plan, meta: KernelMeta, spec: ScheduleSpec) -> Option
     return None
 
 
-def _fused_in_registers(rec: Recorder, plan: Plan, copies: list[hl.Func], wg: int, vec: int) -> None:
+def _fused_in_registers(rec: Recorder, plan: Plan, copies: list[hl.Func], wg: int, vec: int,
+                        spec: ScheduleSpec) -> None:
     """Every output in one kernel, each work-item ``vec`` points of each; it loads its points of the inputs the
     outputs overwrite into registers first, then computes and stores every output: no copy kernel and no second
     pass (AdamW's update: 2 launches and 13 array passes became 1 and 7)."""
@@ -180,9 +190,9 @@ def _fused_in_registers(rec: Recorder, plan: Plan, copies: list[hl.Func], wg: in
         rec(f, f.name(), "gpu_tile", x, hl.Var(f"{prefix}_wg"), wi, wg, GUARD)
     for before, f in zip(outs, outs[1:]):
         rec(f, f.name(), "compute_with", before, wi)
-    for copy in copies:
+    for copy in copies:  # ``vector_copies``: each work-item's points of an input in one vector load
         rec(copy, copy.name(), "compute_at", outs[0], wi)
-        rec(copy, copy.name(), "unroll", copy.args()[0])
+        rec(copy, copy.name(), "vectorize" if spec.get("vector_copies", 0) else "unroll", copy.args()[0])
 
 
 class UnscheduledUpdate(RuntimeError):
@@ -205,7 +215,7 @@ def apply(variant: Variant, meta: KernelMeta, funcs: dict[str, Any], caps: Devic
     tiling = _register_tiling(plan, meta, meta.schedule) if variant is _pointwise_fused and caps.gpu else None
     copies = _snapshot_inputs(rec, plan, meta, in_registers=tiling is not None)
     if tiling is not None:
-        _fused_in_registers(rec, plan, copies, *tiling)
+        _fused_in_registers(rec, plan, copies, *tiling, meta.schedule)
     else:
         variant(rec, plan, meta.schedule)
     if variant is not _none:

@@ -315,6 +315,18 @@ def fuse_all(rec: Recorder, func: Any, vars_: list[Any], label: str, prefix: Opt
     return fused
 
 
+_EXPR_TEXT = re.compile(r"^<halide\.Expr of type \w+: (.*)>$")
+
+
+def update_pure_vars(f: hl.Func, i: int) -> list[hl.Var]:
+    """The Vars of ``f`` that update ``i`` keeps as pure arguments (a scan's update leaves out the scanned dim)."""
+    texts = set()
+    for arg in f.update_args(i):
+        m = _EXPR_TEXT.match(str(arg))
+        texts.add(m.group(1) if m else str(arg))
+    return [v for v in f.args() if v.name() in texts]
+
+
 def primary_output(plan: Plan) -> hl.Func:
     """The output a fused reduction schedule is built around: the one with the most dims (first on ties)."""
     outs = plan.outputs()

@@ -1,0 +1,76 @@
+"""Inductor's ``ops.scan`` (cumsum, cumprod, logcumsumexp, cummax/cummin, associative_scan) as a Halide update.
+
+The scan is a Func over the row's dimensions and the scanned one: its pure definition holds each element's values
+(in the accumulator type: fp16/bf16 scans add in fp32, as Triton's do), and one update over ``RDom(1, n)`` combines
+the running value at ``r - 1`` with the element at ``r``. The schedule (schedule/scan.py) runs rows in parallel and
+each row's update in order.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+from torch._inductor.codegen.halide import HalideCSEVariable, Unsupported, halide_acc_type
+from torch._inductor.ops_handler import AddParenHandler
+from torch._inductor.utils import sympy_index_symbol
+from torch._inductor.virtualized import OpsValue, V
+
+
+def _text(value: Any) -> str:
+    return str(value.value if isinstance(value, OpsValue) else value)
+
+
+class _CombineOverrides(AddParenHandler):
+    """The kernel's op overrides on the scan's element references (text, no CSE variables): min/max through the
+    NaN-propagating helpers, since upstream's NaN handling needs a CSE variable (logcumsumexp's combine lost a NaN
+    and every later element of its row)."""
+
+    def minimum(self, a: Any, b: Any) -> str:
+        return f"hx.minimum({a}, {b})"
+
+    def maximum(self, a: Any, b: Any) -> str:
+        return f"hx.maximum({a}, {b})"
+
+
+def scan(kernel: Any, dtypes: tuple[torch.dtype, ...], combine_fn: Callable[[tuple, tuple], tuple],
+         values: tuple[Any, ...]) -> tuple[HalideCSEVariable, ...]:
+    """The scan's result Funcs, one per value; ``kernel.scan_funcs`` names the Func the update is on."""
+    if len(kernel.reduction_renames) != 1:
+        raise Unsupported("scan over several dimensions")
+    (axis,) = list(kernel.reduction_renames)
+    spread: list[HalideCSEVariable] = []
+    dims: set[Any] = set()
+    for value in values:
+        if not isinstance(value, HalideCSEVariable) or value.used_dims is None:
+            raise Unsupported(f"scan of {value!r}")
+        if axis not in value.used_dims:  # a value constant along the scan: a Func over the scanned dim as well
+            value = kernel.genfunc(f"{value}", kernel.sort_used_dims({*value.used_dims, axis}), shape=value.shape)
+        spread.append(value)
+        dims.update(value.used_dims)
+    acc = kernel.newfunc(kernel.sort_used_dims(dims))
+    n = kernel.kexpr(kernel.rename_indexing(kernel.range_trees[-1].numel))
+    rdom = f"{acc.name}_rdom"
+    kernel.body.writeline(f"{rdom} = hl.RDom([hl.Range(1, hl.max(1, {n}) - 1)])")
+    here = {axis: sympy_index_symbol(f"{rdom}.x")}
+    before = {axis: sympy_index_symbol(f"{rdom}.x") - 1}
+    several = len(spread) > 1
+
+    def element(i: int, where: dict) -> str:
+        return acc.subs_str(where) + (f"[{i}]" if several else "")
+
+    def pack(parts: list[str]) -> str:
+        return f"hl.Tuple([{', '.join(parts)}])" if several else parts[0]
+
+    kernel.body.writeline(f"{acc} = {pack([f'hl.cast({halide_acc_type(d)}, {v})' for d, v in zip(dtypes, spread)])}")
+    with V.set_ops_handler(_CombineOverrides(kernel.overrides())):  # inline text: no CSE inside the update
+        left = tuple(element(i, before) for i in range(len(spread)))
+        right = tuple(element(i, here) for i in range(len(spread)))
+        combined = [_text(v) for v in combine_fn(left, right)]
+    kernel.body.writeline(f"{acc.subs_str(here)} = {pack(combined)}")
+    kernel.scan_funcs.append(acc.name)
+    if not several:
+        return (acc,)
+    parts = [kernel.newfunc(acc.used_dims) for _ in spread]
+    for i, part in enumerate(parts):
+        kernel.body.writeline(f"{part} = {acc}[{i}]")
+    return tuple(parts)
