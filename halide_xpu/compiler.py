@@ -328,6 +328,7 @@ def build(meta: KernelMeta, source: str, workdir: Path, caps: Optional[DeviceCap
     if meta.target == "cuda":
         if marked:
             ptx.check_markers(meta.halide_target)
+        ptx.tag_kernel_names(workdir / "kernel.o", kernel_key(meta, source)[:5])  # kernel names per pipeline
         fast = ptx.rewrite_object(workdir / "kernel.o", meta.fast_math)
         if fast:
             _redefine_symbols(workdir / "kernel.o", {ptx.INIT_SYMBOL: ptx.GLUE_SYMBOL})

@@ -105,12 +105,12 @@ def unavailable(fmt: str, backend: str) -> Optional[str]:
         why = spirv.spirv_unavailable()
         if why:
             return f"native: built from SPIR-V, which is unavailable ({why.removeprefix('spirv: ')})"
-        if backend == "level_zero" and spirv.find_tool("ocloc") is not None:
+        if _ocloc_for(backend) is not None:
             return None
         return sycl_native.unavailable()
     if fmt == "spirv":
         return spirv.spirv_unavailable()
-    if backend == "level_zero" and spirv.find_tool("ocloc") is None:
+    if backend == "level_zero" and _ocloc_for(backend) is None:
         return "source: OpenCL C on a Level Zero queue needs ocloc at run time (not found)"
     return None
 
@@ -199,9 +199,9 @@ def spirv_module(source: str, device: Device) -> bytes:
     return data
 
 
-def _ocloc_for(device: Device) -> Optional[spirv.Tool]:
-    """ocloc where it builds this device's native binaries (Level Zero devices), else None."""
-    return spirv.find_tool("ocloc") if device.backend == "level_zero" else None
+def _ocloc_for(backend: str) -> Optional[spirv.Tool]:
+    """ocloc where it builds native binaries for devices of ``backend`` (Level Zero), else None."""
+    return spirv.find_tool("ocloc") if backend == "level_zero" else None
 
 
 def _native_toolchain(tool: Optional[spirv.Tool]) -> str:
@@ -222,7 +222,7 @@ def _ocloc_device(device: Device) -> str:
 def native_binary(source: str, module: bytes, device: Device, options: str) -> bytes:
     """The native binary of the SPIR-V ``module`` (built from ``source``) for ``device``: from the disk cache, else
     built by ocloc or by the device's compiler in a child process; raises spirv.DeviceCompileError."""
-    tool = _ocloc_for(device)
+    tool = _ocloc_for(device.backend)
     key = cache.cache_key("native", source, spirv.options(), options, device.name, device.driver, device.backend,
                           spirv.toolchain_identity(), _native_toolchain(tool))
     path = entry_path(key)

@@ -370,3 +370,17 @@ def test_marker_chains_are_matched_inside_one_kernel(tmp_path):
     assert ptx.chains(new, ptx.EXP_MARKER) == 0 and ptx.chains(new, ptx.BF16_MARKER) == 0
     labels = re.findall(r"^\$L__hx_index_ok\d+:", new, re.M)
     assert len(labels) == len(set(labels)) == 2
+
+
+def test_kernel_names_are_tagged_per_pipeline(tmp_path):
+    """Every ``_kernel_`` name (PTX entries and the host code's lookups) gets the pipeline's tag, same length."""
+    obj = _cuda_object(tmp_path, lambda v: v * 2.0)
+    before = obj.read_bytes()
+    assert ptx.tag_kernel_names(obj, "0a1b2") == before.count(b"_kernel_") > 0
+    after = obj.read_bytes()
+    assert len(after) == len(before) and b"_kernel_" not in after
+    entries = re.findall(r"\.entry\s+(\w+)\(", ptx.extract(after))
+    assert entries and all(e.startswith("_k0a1b2_") and e.encode() in after.replace(ptx.extract(after).encode(), b"")
+                           for e in entries)
+    with pytest.raises(ValueError):
+        ptx.tag_kernel_names(obj, "xyz")

@@ -12,7 +12,8 @@ from . import pointwise, reduction, scan
 from .updates import schedule_error_word  # noqa: F401  (compiler.py: the check pipeline)
 import halide as hl
 
-from .common import GUARD, NotApplicable, Plan, Recorder, fuse_all, separate_local_widths, total, update_pure_vars
+from .common import (GUARD, NotApplicable, Plan, Recorder, fuse_all, hoist_scalars, separate_local_widths, total,
+                     update_pure_vars)
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,8 @@ def default_spec(loop_vars: tuple[LoopVar, ...], family_name: str, caps: DeviceC
 def _pointwise_all(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     for out in plan.outputs():
         pointwise.schedule_output(rec, plan, out, spec)
+    if plan.caps.gpu and len(plan.outputs()) == 1:
+        hoist_scalars(rec, plan, plan.outputs()[0], f"{plan.outputs()[0].name()}_wg")
 
 
 def _none(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
@@ -83,6 +86,7 @@ def _pointwise_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         raise NotApplicable("outputs differ in domain or have updates: no shared loop nest")
     outs = plan.outputs()
     pointwise.gpu_fused(rec, plan, outs, total([plan.var_extent(outs[0], v) for v in outs[0].args()]), spec)
+    hoist_scalars(rec, plan, outs[0], f"{outs[0].name()}_wg")
 
 
 def variants(meta: KernelMeta, caps: DeviceCaps) -> list[tuple[str, Variant]]:
@@ -190,6 +194,7 @@ def _fused_in_registers(rec: Recorder, plan: Plan, copies: list[hl.Func], wg: in
         rec(f, f.name(), "gpu_tile", x, hl.Var(f"{prefix}_wg"), wi, wg, GUARD)
     for before, f in zip(outs, outs[1:]):
         rec(f, f.name(), "compute_with", before, wi)
+    hoist_scalars(rec, plan, outs[0], f"{prefix}_wg")
     for copy in copies:  # ``vector_copies``: each work-item's points of an input in one vector load
         rec(copy, copy.name(), "compute_at", outs[0], wi)
         rec(copy, copy.name(), "vectorize" if spec.get("vector_copies", 0) else "unroll", copy.args()[0])

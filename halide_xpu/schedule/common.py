@@ -17,6 +17,8 @@ _TRANSCENDENTAL = re.compile(r"\b(hl\.(exp|log|erf|pow|sin|cos|tan|atan|atan2)|h
 _NO_OPENCL_VECTORS = re.compile(r"\bhl\.(is_nan|is_inf|is_finite|erf)\(")
 _LHS = re.compile(r"^\s*((?:tmp|out_ptr)\d+)\[([^\]]*)\] = (.*)$", re.M)
 _REF = re.compile(r"\b(tmp\d+)\[")
+_COSTLY = re.compile(r"\b(?:hl|hx)\.(?:tanh|exp|expm1|erf|erfc|log|log1p|log2|pow|sin|cos|tan|atan|atan2|sigmoid|lgamma|"
+                     r"digamma|cuda_exp|cuda_erf)\(")
 _FAST_TRANSCENDENTAL = re.compile(r"\bhx\.cuda_exp\(")
 _TO_HALF = re.compile(r"\bhl\.cast\(hl\.Float\(16\)")
 _LOAD = re.compile(r"\b(in_ptr\d+)\[([^,\]]+)[,\]]")
@@ -109,6 +111,17 @@ class Plan:
             users += sum(1 for line in self.source.splitlines() if re.match(rf"\s*out_ptr\d+\[.*\b{name}\[", line))
             func = self.funcs.get(name)
             if users >= 2 and isinstance(func, hl.Func) and not func.has_update_definition():
+                found.append(func)
+        return found
+
+    def costly_scalars(self) -> list[hl.Func]:
+        """0-d pure Funcs computing a transcendental (AdamW's bias corrections ``pow(beta, step)``): the same value
+        for every point, worth computing once per work-group rather than in every work-item."""
+        found = []
+        for name, (args, rhs) in self._defs.items():
+            func = self.funcs.get(name)
+            if (args == ["()"] and _COSTLY.search(rhs) and isinstance(func, hl.Func)
+                    and not func.has_update_definition() and name not in self.meta.reductions):
                 found.append(func)
         return found
 
@@ -325,6 +338,23 @@ def update_pure_vars(f: hl.Func, i: int) -> list[hl.Var]:
         m = _EXPR_TEXT.match(str(arg))
         texts.add(m.group(1) if m else str(arg))
     return [v for v in f.args() if v.name() in texts]
+
+
+def hoist_scalars(rec: Recorder, plan: Plan, out: hl.Func, block: str) -> None:
+    """GPU: each costly 0-d Func (``Plan.costly_scalars``) computed once, not in every work-item: an AdamW update of
+    38.6M bf16 parameters on the H100 spent 316 of its 516 us on two float64-exact ``pow(beta, step)`` per
+    work-item. Tunable ``scalar_hoist``: 1 at ``out``'s block Var ``block`` (Halide runs a block-level stage on
+    one work-item and shares the value through local memory), 2 in a one-work-item kernel of its own, 0 inline.
+    Only where every output shares ``out``'s kernel (one output, or outputs fused at one loop)."""
+    how = plan.meta.schedule.get("scalar_hoist", 1)
+    if not how or block not in rec.block_vars:
+        return
+    for f in plan.costly_scalars():
+        if how == 2:
+            rec(f, f.name(), "compute_root")
+            rec(f, f.name(), "gpu_single_thread")
+        else:
+            rec(f, f.name(), "compute_at", out, hl.Var(block))
 
 
 def primary_output(plan: Plan) -> hl.Func:

@@ -34,6 +34,12 @@ def scan_rows(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     per row in parallel; the outputs afterwards as pointwise loops."""
     for f in plan.reductions():
         rec(f, f.name(), "compute_root")
+        if plan.caps.gpu and f.has_update_definition():
+            rows = {v.name() for v in update_pure_vars(f, 0)}
+            order = [v for v in f.args() if v.name() in rows] + [v for v in f.args() if v.name() not in rows]
+            if rows and len(rows) < len(order):
+                # rows innermost in memory: the work-items (one row each) step through the scan side by side
+                rec(f, f.name(), "reorder_storage", *order)
         _rows(rec, plan, f, f.name(), f"{f.name()}_p", list(f.args()), spec)
         for i in range(f.num_update_definitions()):
             rows = update_pure_vars(f, i)

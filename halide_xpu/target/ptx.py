@@ -138,6 +138,9 @@ def extract(obj: bytes) -> str:
     return obj[start:end].decode("ascii")
 
 
+_FUNCTION_START = re.compile(r"^(?:\.visible[ \t]+|\.weak[ \t]+)?\.(?:entry|func)\b", re.MULTILINE)
+
+
 def _functions(ptx: str) -> list[str]:
     """``ptx`` cut at each ``.entry`` / ``.func``: register names are per function (LLVM reuses ``%r8`` in every
     kernel of a module), so a register-to-register chain is only looked for inside one piece."""
@@ -205,7 +208,6 @@ _FTZ = re.compile(r"\.ftz(?=(?:\.\w+)*\.f32\b)")  # in an fp32 opcode (f64 has o
 _FTZ_LINE = re.compile(r"^(?![^\n]*%hx)[^\n]*\.ftz(?:\.\w+)*\.f32\b[^\n]*$", re.MULTILINE)  # not our blocks' lines
 
 
-_FUNCTION_START = re.compile(r"^(?:\.visible[ \t]+|\.weak[ \t]+)?\.(?:entry|func)\b", re.MULTILINE)
 
 
 def _atomic_add(m: re.Match, function: str) -> str:
@@ -298,6 +300,25 @@ def check_markers(target: str) -> None:
     if not (counts["exp"] and counts["bf16"] and counts["index_check"]):
         raise RuntimeError(f"halide_xpu: this Halide no longer emits the PTX markers for exp/bf16/index checks "
                            f"({counts}); set HALIDE_XPU_CUDA_FAST_MATH=0 and HALIDE_XPU_DEVICE_CHECKS=0 and report it")
+
+
+_KERNEL_PREFIX = b"_kernel_"
+
+
+def tag_kernel_names(obj_path: Path, tag: str) -> int:
+    """Kernel names of their own per pipeline; returns how many names changed. Halide names a GPU kernel after its
+    Func and loop Vars (``_kernel_out_ptr0_s0_h0_…``), the same in many pipelines, so a profile summed different
+    pipelines' kernels under one name (the harvested-kernel tables split those sums evenly: per-kernel ratios of
+    25x that were not). Every ``_kernel_`` in the object, the PTX's entries and the host code's names for them,
+    becomes ``_k<tag>_`` of the same length, so no offset in the object moves."""
+    new = f"_k{tag}_".encode()
+    if len(new) != len(_KERNEL_PREFIX) or not re.fullmatch(r"[0-9a-f]{5}", tag):
+        raise ValueError(f"a kernel tag is 5 hex digits, got {tag!r}")
+    data = obj_path.read_bytes()
+    count = data.count(_KERNEL_PREFIX)
+    if count:
+        obj_path.write_bytes(data.replace(_KERNEL_PREFIX, new))
+    return count
 
 
 def rewrite_object(obj_path: Path, fast_division: bool) -> str:
