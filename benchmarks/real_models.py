@@ -299,8 +299,12 @@ def write(out: Path, records: list[dict[str, Any]], meta: dict[str, Any]) -> Non
 
 
 def _commit() -> str:
+    """``HALIDE_XPU_COMMIT`` where set (a copy of the tree without its own git history, as on the GPU machine),
+    else the checkout's HEAD."""
     import subprocess
 
+    if os.environ.get("HALIDE_XPU_COMMIT"):
+        return os.environ["HALIDE_XPU_COMMIT"]
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                               cwd=Path(__file__).parent).stdout.strip()

@@ -151,3 +151,12 @@ def test_split_welford_combine_is_exact(target: str, monkeypatch: pytest.MonkeyP
     code = compile_and_check(lambda x: (torch.var(x), torch.var_mean(x, correction=0)), x, rtol=1e-5, atol=1e-5)
     assert code.count("halide_xpu_load(") >= 2, "Inductor did not split the reduction"
     compile_and_check(torch.var, torch.rand(14923, dtype=torch.float16), rtol=1e-3, atol=1e-5)
+
+
+def test_fused_column_outputs_with_a_partial_work_group(target: str) -> None:
+    """max/min of bool columns with their indices (GPUTests' ``max_min_bool``): four outputs of one column
+    reduction share a work-item loop; with 1028 columns the last work-group is partial and Halide inferred the
+    shared producers over the rounded-up extent (read column 1279 of 1028) under GuardWithIf."""
+    for n in (6, 1028):
+        x = torch.randint(2, size=(n, n), dtype=torch.bool)
+        compile_and_check(lambda x: (*x.max(0), *x.min(0), *x.max(1), *x.min(1)), x)

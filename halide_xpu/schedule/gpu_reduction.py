@@ -314,15 +314,22 @@ def _gpu_outer(rec: Recorder, plan: Plan, o: hl.Func, rows: list[hl.Var], spec: 
     names = [v.name() for v in o.args()]
     twins = [t for t in plan.outputs()
              if t is not o and not t.has_update_definition() and [v.name() for v in t.args()] == names]
+    # fused outputs with a partial last work-group: Halide 21 infers the producers computed at the shared work-item
+    # loop over the rounded-up extent under GuardWithIf (max/min + argmax of 1028 bool columns read column 1279);
+    # ShiftInwards keeps every work-item inside (where no output overwrites an input: Plan.tail), with a work-group
+    # no wider than the columns
+    ncols = plan.var_extent(o, x)
+    tail = GUARD
+    if twins and ncols is not None and ncols % wg and ncols >= plan.min_wg:
+        tail, wg = plan.tail, min(wg, pow2_floor(ncols))
     for f in [o, *twins]:  # the loops of o, named as o's (compute_with matches them by name)
-        rec(f, f.name(), "gpu_tile", x, bx, tx, wg, GUARD)
+        rec(f, f.name(), "gpu_tile", x, bx, tx, wg, tail)
         if others:
             y = fuse_all(rec, f, others, f.name(), f"{label}_row") if len(others) > 1 else others[0]
             rec(f, f.name(), "gpu_blocks", y)
         if f is not o:
             rec(f, f.name(), "compute_with", o, tx)
     ext = reduction_size(plan)
-    ncols = plan.var_extent(o, x)
     for f in plan.reductions():
         rec(f, f.name(), "compute_at", o, tx)
         if not f.has_update_definition() or others or ext is None or ncols is None or ext < 256:
