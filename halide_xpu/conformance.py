@@ -321,14 +321,16 @@ def _versions() -> dict[str, str]:
     import halide_xpu
     from halide_xpu.cache import halide_version
 
-    try:  # the commit the run tested, "+dirty" with local changes
-        root = Path(__file__).resolve().parent.parent
-        git = lambda *a: subprocess.run(["git", *a], cwd=root, capture_output=True, text=True, timeout=10)  # noqa
-        commit = git("rev-parse", "--short", "HEAD").stdout.strip()
-        dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
-        commit = (commit + ("+dirty" if dirty else "")) or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        commit = "unknown"
+    commit = os.environ.get("HALIDE_XPU_COMMIT", "")  # a copied tree (the GPU machine's) names its commit
+    if not commit:
+        try:  # the commit the run tested, "+dirty" with local changes
+            root = Path(__file__).resolve().parent.parent
+            git = lambda *a: subprocess.run(["git", *a], cwd=root, capture_output=True, text=True, timeout=10)  # noqa
+            commit = git("rev-parse", "--short", "HEAD").stdout.strip()
+            dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
+            commit = (commit + ("+dirty" if dirty else "")) or "unknown"
+        except (OSError, subprocess.SubprocessError):
+            commit = "unknown"
     return {"torch": torch.__version__, "halide": halide_version(), "halide_xpu": halide_xpu.__version__,
             "commit": commit}
 

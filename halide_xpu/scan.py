@@ -61,10 +61,14 @@ def scan(kernel: Any, dtypes: tuple[torch.dtype, ...], combine_fn: Callable[[tup
     def pack(parts: list[str]) -> str:
         return f"hl.Tuple([{', '.join(parts)}])" if several else parts[0]
 
+    initial = [f"hl.cast({halide_acc_type(d)}, {v.subs_str(here)})" for d, v in zip(dtypes, spread)]
     kernel.body.writeline(f"{acc} = {pack([f'hl.cast({halide_acc_type(d)}, {v})' for d, v in zip(dtypes, spread)])}")
     with V.set_ops_handler(_CombineOverrides(kernel.overrides())):  # inline text: no CSE inside the update
         left = tuple(element(i, before) for i in range(len(spread)))
-        right = tuple(element(i, here) for i in range(len(spread)))
+        # the element at r from its own Func, not from acc[r]: a Tuple update that read acc[r] after storing one of
+        # its elements would see the new value (Halide 21 orders a Tuple update's stores that way under strict_float:
+        # see HalideXpuKernel.welford_combine_impl)
+        right = tuple(initial)
         combined = [_text(v) for v in combine_fn(left, right)]
     kernel.body.writeline(f"{acc.subs_str(here)} = {pack(combined)}")
     kernel.scan_funcs.append(acc.name)
