@@ -1,7 +1,7 @@
 """Inductor's ``ops.scan`` (cumsum, cumprod, logcumsumexp, cummax/cummin, associative_scan) as a Halide update.
 
 The scan is a Func over the row's dimensions and the scanned one: its pure definition holds each element's values
-(in the accumulator type: fp16/bf16 scans add in fp32, as Triton's do), and one update over ``RDom(1, n)`` combines
+(in the accumulator type of eager's scan on that device: fp16/bf16 in fp32, as Triton's do; fp32 in fp64 on CPU), and one update over ``RDom(1, n)`` combines
 the running value at ``r - 1`` with the element at ``r``. The schedule (schedule/scan.py) runs rows in parallel and
 each row's update in order.
 """
@@ -32,11 +32,44 @@ class _CombineOverrides(AddParenHandler):
         return f"hx.maximum({a}, {b})"
 
 
+def _acc_type(dtype: torch.dtype) -> str:
+    """The type a scan accumulates in, as eager's scan on the same device does (``at::acc_type``): on CPU tensors
+    float32 in float64 (logcumsumexp's backward at inputs of 1e4 on opencl: 3.4e-4 off eager with a float32 running
+    value), on GPUs float32; fp16/bf16 in float32 everywhere."""
+    if dtype == torch.float32 and V.graph.get_current_device_or_throw().type == "cpu":
+        return "hl.Float(64)"
+    return halide_acc_type(dtype)
+
+
+# GPUs: a row's scan is serial in one work-item (~70 ns a step on the H100), so a scan of few rows leaves the device
+# idle: HF Llama's position_ids (8 rows of 512) took 37 us where Triton's per-row parallel scan takes 1 us. Such
+# scans go to Inductor's Triton kernel (logged); ours where there are enough rows or the rows are short.
+GPU_MIN_ROWS = 4096
+GPU_SHORT_ROW = 32
+
+
+def _too_few_rows(kernel: Any) -> bool:
+    if V.graph.get_current_device_or_throw().type == "cpu":
+        return False
+    hint = getattr(V.graph.sizevars, "optimization_hint", None) or V.graph.sizevars.size_hint  # torch 2.13 / 2.11
+    rows = length = 1
+    for tree in kernel.range_trees:
+        n = hint(tree.numel, fallback=GPU_MIN_ROWS)
+        if tree.is_reduction:
+            length *= n
+        else:
+            rows *= n
+    return rows < GPU_MIN_ROWS and length > GPU_SHORT_ROW
+
+
 def scan(kernel: Any, dtypes: tuple[torch.dtype, ...], combine_fn: Callable[[tuple, tuple], tuple],
          values: tuple[Any, ...]) -> tuple[HalideCSEVariable, ...]:
     """The scan's result Funcs, one per value; ``kernel.scan_funcs`` names the Func the update is on."""
     if len(kernel.reduction_renames) != 1:
         raise Unsupported("scan over several dimensions")
+    if _too_few_rows(kernel):
+        raise Unsupported(f"a scan of fewer than {GPU_MIN_ROWS} rows longer than {GPU_SHORT_ROW}: one serial "
+                          "work-item per row would leave the GPU idle")
     (axis,) = list(kernel.reduction_renames)
     spread: list[HalideCSEVariable] = []
     dims: set[Any] = set()
@@ -61,8 +94,8 @@ def scan(kernel: Any, dtypes: tuple[torch.dtype, ...], combine_fn: Callable[[tup
     def pack(parts: list[str]) -> str:
         return f"hl.Tuple([{', '.join(parts)}])" if several else parts[0]
 
-    initial = [f"hl.cast({halide_acc_type(d)}, {v.subs_str(here)})" for d, v in zip(dtypes, spread)]
-    kernel.body.writeline(f"{acc} = {pack([f'hl.cast({halide_acc_type(d)}, {v})' for d, v in zip(dtypes, spread)])}")
+    initial = [f"hl.cast({_acc_type(d)}, {v.subs_str(here)})" for d, v in zip(dtypes, spread)]
+    kernel.body.writeline(f"{acc} = {pack([f'hl.cast({_acc_type(d)}, {v})' for d, v in zip(dtypes, spread)])}")
     with V.set_ops_handler(_CombineOverrides(kernel.overrides())):  # inline text: no CSE inside the update
         left = tuple(element(i, before) for i in range(len(spread)))
         # the element at r from its own Func, not from acc[r]: a Tuple update that read acc[r] after storing one of
