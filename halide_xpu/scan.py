@@ -105,9 +105,15 @@ def scan(kernel: Any, dtypes: tuple[torch.dtype, ...], combine_fn: Callable[[tup
         combined = [_text(v) for v in combine_fn(left, right)]
     kernel.body.writeline(f"{acc.subs_str(here)} = {pack(combined)}")
     kernel.scan_funcs.append(acc.name)
-    if not several:
-        return (acc,)
-    parts = [kernel.newfunc(acc.used_dims) for _ in spread]
-    for i, part in enumerate(parts):
-        kernel.body.writeline(f"{part} = {acc}[{i}]")
-    return tuple(parts)
+    results = []
+    for i, d in enumerate(dtypes):
+        element_ = f"{acc}[{i}]" if several else f"{acc}"
+        if _acc_type(d) != halide_acc_type(d):  # float64 running values on CPU: the scan's own type outside it
+            element_ = f"hl.cast({halide_acc_type(d)}, {element_})"
+        elif not several:
+            results.append(acc)
+            continue
+        part = kernel.newfunc(acc.used_dims)
+        kernel.body.writeline(f"{part} = {element_}")
+        results.append(part)
+    return tuple(results)
