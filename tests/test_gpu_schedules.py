@@ -42,6 +42,33 @@ def test_batched_transpose_tiled(shape, monkeypatch, tmp_path):
     assert len(twins) == 1 and any("_tile.compute_at" in line for line in twins[0][2]), twins[0][2]
 
 
+_CUDA_RUN = re.compile(r'halide_cuda_run\(cuda\[\d+\], "[^"]*", ([^,]+), ([^,]+), ([^,]+),')
+
+
+@pytest.mark.parametrize("inner", [(2, 4), (8, 8)])
+def test_transpose_grid_within_cuda_limits(inner, monkeypatch, tmp_path):
+    """GPUTests large_grid: (n, a, b) -> (n, b, a) with 70,000 rows (16.7M in the test). The tiled transpose put the
+    rows on grid z (limit 65,535: cuLaunchKernel INVALID_VALUE on the H100); every block dim is now on grid x, and
+    a transpose narrower than TILE_MIN runs flat. Correct on every CPU target too (test_transpose_large_batch)."""
+    monkeypatch.setattr(__import__("halide_xpu").config, "cache_dir", str(tmp_path))
+    a, b = inner
+    fn = lambda p: p.reshape(-1, a, b).permute(0, 2, 1).clone(memory_format=torch.contiguous_format)  # noqa: E731
+    twins = _cuda_twins(fn, (torch.randn(70000, a * b),), monkeypatch, tmp_path)
+    assert len(twins) == 1
+    tiled = any("_tile.compute_at" in line for line in twins[0][2])
+    assert tiled == (min(inner) >= 8), twins[0][2]
+    grids = [tuple(int(d) for d in m.groups()) for m in _CUDA_RUN.finditer((tmp_path / "twin.stmt").read_text())]
+    assert grids and all(y <= 65535 and z <= 65535 for _, y, z in grids), grids
+    assert sum(x * y * z for x, y, z in grids) >= 70000 // (64 if tiled else 1) // 256, grids
+
+
+@pytest.mark.parametrize("inner", [(2, 4), (8, 8)])
+def test_transpose_large_batch(target, inner):
+    a, b = inner
+    compile_and_check(lambda p: p.reshape(-1, a, b).permute(0, 2, 1).clone(memory_format=torch.contiguous_format),
+                      torch.randn(70000, a * b))
+
+
 def _lm_loss(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     """GPT-2's loss: next-token targets, ignored positions (its mean and count are (1,)-shaped outputs)."""
     return F.cross_entropy(x[:, :-1].reshape(-1, x.shape[-1]), t[:, 1:].reshape(-1), ignore_index=-100)

@@ -28,6 +28,7 @@ _INDEX = re.compile(r"\b(in_ptr\d+)\[([^\[\]]+)\]")  # a load's whole index list
 LOCAL_SLACK = 256
 GUARD = hl.TailStrategy.GuardWithIf
 SHIFT = hl.TailStrategy.ShiftInwards
+GRID_YZ_MAX = 65535  # work-groups along a grid's y or z (CUDA's limit; x allows 2**31 - 1)
 
 
 def _fmt(x: Any) -> str:

@@ -10,8 +10,8 @@ from ..meta import ScheduleSpec
 from . import pointwise
 from .gpu_groups import (place_on_threads, register_accumulators, rfactor_across, rfactor_fold,
                          work_group_per_result)
-from .common import (GUARD, NotApplicable, LOCAL_SLACK, Plan, Recorder, fuse_all, inner_reduction, pow2_floor, primary_output,
-                     fused_rvar, reduction_extent, reduction_size, total)
+from .common import (GRID_YZ_MAX, GUARD, LOCAL_SLACK, NotApplicable, Plan, Recorder, fuse_all, fused_rvar,
+                     inner_reduction, pow2_floor, primary_output, reduction_extent, reduction_size, total)
 
 
 def gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
@@ -58,6 +58,8 @@ def gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     grid = bool(twins or per_row) and len(rows) > 1
     if grid and len(rows) > 3:
         raise NotApplicable("outputs computed together over more than 3 row dims (a GPU grid has 3)")
+    if grid and any((plan.var_extent(o, v) or 0) > GRID_YZ_MAX for v in rows[1:]):
+        raise NotApplicable(f"a row dim beyond {GRID_YZ_MAX} on grid y or z")
     row = _row_loops(rec, o, rows, in_row, wg, row_vec if in_row else 1, grid=grid)
     _stage_rows(rec, plan, o, row, wg, row_vec, staged)
     for twin in twins:  # same-shaped outputs (var_mean's mean and var, a residual sum beside its norm): the

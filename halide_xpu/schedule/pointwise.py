@@ -12,6 +12,7 @@ from .common import GUARD, SHIFT, Plan, Recorder, fuse_all, pow2_floor, total
 
 
 _TRANSCENDENTAL = re.compile(r"\b(?:hl|hx)\.(?:tanh|exp|expm1|erf|erfc|log|log1p|pow|sin|cos|tan|atan|sigmoid|cuda_exp|cuda_erf)\(")
+TILE_MIN = 8  # a transpose narrower than this along either tile dim runs flat (_tiny_tile)
 
 
 def default_params(gpu: bool, vector_width: int) -> dict[str, int]:
@@ -49,7 +50,8 @@ def schedule_output(rec: Recorder, plan: Plan, out: hl.Func, spec: ScheduleSpec)
     # a staged input is a global wrapper computed per tile of this output: only when nothing else reads the input
     # (a second output or a reduction would read the wrapper outside this output's loops: matrix_exp backward)
     alone = len(plan.meta.outputs) == 1 and not plan.meta.reductions
-    staged = plan.transposed_inputs(args[0], transposed[0]) if transposed and spec.get("tile", 32) and alone else []
+    tileable = transposed and spec.get("tile", 32) and alone and not _tiny_tile(plan, out, args[0], transposed[0])
+    staged = plan.transposed_inputs(args[0], transposed[0]) if tileable else []
     if staged:
         return _gpu_tiled(rec, out, label, args, transposed[0], staged, spec)
     # memory-bound kernels only (H100, sweep_stage_lanes.md, 8 lanes: a bf16 logits cast 1.27 -> 1.00x Triton, a
@@ -97,6 +99,14 @@ def _host_tiled(rec: Recorder, out: hl.Func, label: str, x: hl.Var, y: hl.Var, s
     return yo
 
 
+def _tiny_tile(plan: Plan, out: hl.Func, x: hl.Var, y: hl.Var) -> bool:
+    """A transpose of fewer than ``TILE_MIN`` points along ``x`` or ``y`` (GPUTests large_grid: (n, 2, 4) ->
+    (n, 4, 2)): a flat loop reads it within a few memory sectors per row, where a tile would leave all but 8 of its
+    512 work-items idle."""
+    return any(e is not None and e < TILE_MIN for e in (plan.var_extent(out, x), plan.var_extent(out, y)))
+
+
+
 def _gpu_tiled(rec: Recorder, out: hl.Func, label: str, args: list[hl.Var], y: hl.Var, inputs: list[Any],
                spec: ScheduleSpec) -> hl.Var:
     """A transpose on GPU: ``tile``-square tiles of (``x`` = ``args[0]``, ``y``) per work-group of ``tile`` x 8
@@ -110,10 +120,11 @@ def _gpu_tiled(rec: Recorder, out: hl.Func, label: str, args: list[hl.Var], y: h
     rec(out, label, "tile", x, y, xo, yo, xi, yi, tile, tile, GUARD)
     rec(out, label, "split", yi, yt, yl, tile // rows, GUARD)
     rec(out, label, "reorder", yl, xi, yt, xo, yo, *others)
-    if others:  # (batch, heads) of an attention transpose: one block dim
-        rec(out, label, "gpu_blocks", xo, yo, fuse_all(rec, out, others, label, f"{label}_z") if len(others) > 1 else others[0])
-    else:
-        rec(out, label, "gpu_blocks", xo, yo)
+    # the tiles and the other dims ((batch, heads) of an attention transpose) fused into one block dim: CUDA's grid
+    # y and z stop at 65,535 (GPUTests large_grid: 16.7M batch rows on grid z, cuLaunchKernel INVALID_VALUE), x at
+    # 2**31 - 1
+    block = fuse_all(rec, out, [xo, yo, *others], label, f"{label}_blk")
+    rec(out, label, "gpu_blocks", block)
     rec(out, label, "gpu_threads", xi, yt)
     if spec.get("unroll_tile", 1):
         rec(out, label, "unroll", yl)
@@ -122,14 +133,14 @@ def _gpu_tiled(rec: Recorder, out: hl.Func, label: str, args: list[hl.Var], y: h
         wrapper = rec(param, param.name(), "in_")
         d0, d1 = wrapper.args()[0], wrapper.args()[1]
         d1o, d1i = hl.Var(f"{name}_o"), hl.Var(f"{name}_i")
-        rec(wrapper, name, "compute_at", out, xo)
+        rec(wrapper, name, "compute_at", out, block)
         rec(wrapper, name, "bound_storage", d0, tile + 1)  # rows of 33: column reads hit distinct banks
         rec(wrapper, name, "split", d1, d1o, d1i, rows, GUARD)
         rec(wrapper, name, "reorder", d1o, d0, d1i)
         rec(wrapper, name, "gpu_threads", d0, d1i)
         if spec.get("unroll_tile", 1):
             rec(wrapper, name, "unroll", d1o)
-    return xo
+    return block
 
 
 def _gpu(rec: Recorder, out: hl.Func, label: str, x: hl.Var, n: Optional[int], spec: ScheduleSpec,
