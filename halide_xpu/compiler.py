@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional
 
 from . import cache, config, device_binary, schedule, stats, usm
 from . import halide_helpers as hx
-from .meta import DEVICE_CHECK_MESSAGES, DTYPES, STORAGE_SUFFIX, ArgSpec, KernelMeta
+from .meta import DEVICE_CHECK_MESSAGES, DTYPES, MISALIGNED, STORAGE_SUFFIX, ArgSpec, KernelMeta
 from .native_sources import halide_include_dir
 from .runtime import KernelLauncher
 from .schedule.common import LOCAL_SLACK
@@ -100,6 +100,11 @@ def glue_source(meta: KernelMeta) -> str:
         body.append("  if (!hx_any) return 0;  // every tensor is empty")
         for n in pointers:
             body.append(f"  if (!{n}) {n} = hx_any;")
+    if meta.pointer_alignment:  # see KernelMeta.pointer_alignment: the scalar_lanes build takes this call
+        offsets = [f"static_cast<uint8_t *>({a.alias_of or a.name}) + ({a.offset}) * {DTYPES[a.dtype][3]}"
+                   for a in meta.args if a.is_buffer]
+        misaligned = " | ".join(f"reinterpret_cast<uintptr_t>({o})" for o in offsets)
+        body.append(f"  if (({misaligned}) % {meta.pointer_alignment}) return {MISALIGNED};")
     for a in meta.call_args:
         if a.kind == "scalar" and a.dtype == "int64":  # the kernel takes int32 sizes: refuse what does not fit
             body.append(f"  if ({a.name} != (int32_t){a.name}) return halide_error_code_buffer_extents_too_large;")
@@ -365,6 +370,11 @@ def _queue(meta: KernelMeta) -> Optional[Callable[[], int]]:
     return usm.launch_queue(meta) if meta.target == "sycl" else None
 
 
+def scalar_variant(meta: KernelMeta) -> KernelMeta:
+    """``meta`` built for pointers off the vector alignment (``KernelMeta.pointer_alignment``): lanes unrolled."""
+    return dataclasses.replace(meta, scalar_lanes=True)
+
+
 def load(meta: KernelMeta, source: str) -> KernelLauncher:
     """The launcher for a kernel: from memory, else from the disk cache, else compiled now."""
     key = kernel_key(meta, source)
@@ -395,6 +405,8 @@ def load(meta: KernelMeta, source: str) -> KernelLauncher:
         log.debug("compiled kernel %s in %.3fs (%s)", key[:12], seconds, variant)
     if meta.target == "sycl":  # device code built now (SPIR-V, in child processes), not at first launch
         launcher.device_binary = device_binary.attach(meta, launcher.library.parent)
+    if meta.pointer_alignment:  # built on the first call that passes a pointer off the vector alignment
+        launcher.scalar_variant = functools.partial(load, scalar_variant(meta), source)
     with _memory_lock:
         _memory[key] = launcher
     return launcher

@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from .meta import KernelMeta
+from .meta import MISALIGNED, KernelMeta
 
 log = logging.getLogger(__name__)
 
@@ -241,9 +241,12 @@ def _packaged(library: str, aot_files: list[Any]) -> tuple[tuple[str, str], tupl
     return names[0], names[1]
 
 
-def kernel_definition(kernel_name: str, meta: KernelMeta, library: str, aot_files: list[Any] | None = None) -> str:
+def kernel_definition(kernel_name: str, meta: KernelMeta, library: str, aot_files: list[Any] | None = None,
+                      scalar_library: str | None = None) -> str:
     """C++ function ``kernel_name(args...)`` for the wrapper's header: loads ``library`` on first use, then calls its
-    ``hx_launch``; a failing kernel throws. ``aot_files``: AOTInductor's list of files to package (AOT mode)."""
+    ``hx_launch``; a failing kernel throws. ``aot_files``: AOTInductor's list of files to package (AOT mode).
+    ``scalar_library``: the build that takes calls ``library`` refuses as ``MISALIGNED`` (pointers off the vector
+    alignment), loaded on the first such call."""
     params = [f"{a.c_type} {a.name}" for a in meta.call_args]
     stream = []
     if meta.glue_takes_stream:  # GPU wrappers pass torch's raw stream last; the CPU sycl emulation has its queue
@@ -252,19 +255,29 @@ def kernel_definition(kernel_name: str, meta: KernelMeta, library: str, aot_file
             params.append("void* stream")
     names = ", ".join([a.name for a in meta.call_args] + stream)
     fn_type = f"int (*)({', '.join(arg_types(meta) + (['void*'] if meta.glue_takes_stream else []))})"
-    if aot_files is None:
-        header, load = _HEADER, f"{json.dumps(_PREPARE.format(target=meta.target))}, {json.dumps(library)}"
-    else:
-        runtime, kernel = _packaged(library, aot_files)
-        header, load = _AOT_HEADER, ", ".join(json.dumps(p) for p in (*runtime, *kernel))
+    def load(lib: str) -> str:  # hx_kernel_symbol's arguments before the symbol
+        if aot_files is None:
+            return f"{json.dumps(_PREPARE.format(target=meta.target))}, {json.dumps(lib)}"
+        runtime, kernel = _packaged(lib, aot_files)
+        return ", ".join(json.dumps(p) for p in (*runtime, *kernel))
+
+    header = _HEADER if aot_files is None else _AOT_HEADER
+    scalar = []
+    if scalar_library is not None:
+        scalar = [f"    if (err == {MISALIGNED}) {{  // a pointer off the vector alignment: the build with unrolled lanes",
+                  f"        static fn_t scalar = reinterpret_cast<fn_t>(hx_kernel_symbol({load(scalar_library)}, \"hx_launch\"));",
+                  f"        err = scalar({names});",
+                  "    }"]
     setup = f"    {_opencl_setup()}" if aot_files is not None and meta.target == "opencl" else ""
     return "\n".join([
         header,
         f"static void {kernel_name}({', '.join(params)}) {{",
         f"    using fn_t = {fn_type};",
         *([f"    static bool ready = [] {{ {setup.strip()} return true; }}();", "    (void)ready;"] if setup else []),
-        f"    static fn_t fn = reinterpret_cast<fn_t>(hx_kernel_symbol({load}, \"hx_launch\"));",
-        f"    if (int err = fn({names})) throw hx_kernel_error(\"{kernel_name}\", err);",
+        f"    static fn_t fn = reinterpret_cast<fn_t>(hx_kernel_symbol({load(library)}, \"hx_launch\"));",
+        f"    int err = fn({names});",
+        *scalar,
+        f"    if (err) throw hx_kernel_error(\"{kernel_name}\", err);",
         "}",
         "",
     ])

@@ -34,6 +34,11 @@ DEVICE_CHECK_MESSAGES = {
 }
 
 
+# what a kernel's glue returns, before anything runs, for a pointer off ``KernelMeta.pointer_alignment`` (Halide's
+# error codes are negative)
+MISALIGNED = 4096
+
+
 @dataclasses.dataclass(frozen=True)
 class ArgSpec:
     """One kernel argument: a tensor (``in``/``out``) or an index scalar (``scalar``)."""
@@ -110,6 +115,18 @@ class KernelMeta:
     inplace: tuple[str, ...] = ()  # inputs an output writes (the same buffer): no output point may be computed twice
     ordered_stores: tuple[str, ...] = ()  # outputs whose indirect stores write an element several times, last wins
     error_word: bool = False  # device checks: a check pipeline computes an error word before the kernel runs
+    scalar_lanes: bool = False  # built for pointers off the vector alignment: every lane unrolled (no vector access)
+
+    @property
+    def pointer_alignment(self) -> int:
+        """Bytes every buffer pointer of a call must be a multiple of (0: any). Halide's device code takes a buffer's
+        base as aligned to the vector width (CUDA: 16-byte ``st.global.v4.b32``; OpenCL C: up to 16 lanes through a
+        vector-pointer cast), and cuda/sycl kernels get tensors' pointers in place, storage offset included: a view at
+        20 bytes faulted (GPUTests graph_partition_misaligned_input). The glue refuses such a call with
+        ``MISALIGNED``, and the caller runs the ``scalar_lanes`` build instead."""
+        if self.scalar_lanes:
+            return 0
+        return {"cuda": 16, "sycl": 64}.get(self.target, 0)
 
     @property
     def takes_stream(self) -> bool:

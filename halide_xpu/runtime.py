@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from . import native_sources
-from .meta import KernelMeta
+from .meta import MISALIGNED, KernelMeta
 from .target import opencl_devices, targets
 
 log = logging.getLogger(__name__)
@@ -105,6 +105,8 @@ class KernelLauncher:
         fn.restype = ctypes.c_int
         fn.argtypes = [_CTYPES[a.c_type] for a in meta.call_args] + ([ctypes.c_void_p] if meta.glue_takes_stream else [])
         self._fn = fn
+        self.scalar_variant: Optional[Callable[[], "KernelLauncher"]] = None  # compiler.load: the MISALIGNED build
+        self._scalar: Optional["KernelLauncher"] = None
         self._is_buffer = [a.is_buffer for a in meta.call_args] + ([False] if meta.takes_stream else [])
         # opencl: Halide copies an input's whole declared region to the device; a view's region can reach past
         # its storage (a masked load at offset -256: the copy read 1 KiB before a fresh mmap, SIGSEGV)
@@ -129,6 +131,12 @@ class KernelLauncher:
         if self._queue is not None:
             ptrs.append(self._queue())
         err = self._fn(*ptrs)
+        if err == MISALIGNED and self.scalar_variant is not None:  # a view's pointer off the vector alignment
+            if self._scalar is None:
+                log.info("halide_xpu: kernel %s got a pointer off %d-byte alignment: its build with unrolled lanes "
+                         "runs such calls", self.library.parent.name[:12], self.meta.pointer_alignment)
+                self._scalar = self.scalar_variant()
+            return self._scalar(*args)
         if err:
             msg = getattr(_errors, "last", "")
             raise HalideKernelError(f"Halide kernel {self.library.parent.name[:12]} failed (error {err}): {_explain(msg)}")

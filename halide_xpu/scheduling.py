@@ -188,9 +188,11 @@ class HalideXpuScheduling(HalideScheduling):
             from . import compiler, cpp_wrapper
 
             library = str(compiler.load(meta, src_code).library)
+            # no Python at launch: the build for pointers off the vector alignment is made now (cuda, sycl)
+            scalar = str(compiler.load(compiler.scalar_variant(meta), src_code).library) if meta.pointer_alignment else None
             aot_files = wrapper.additional_files if V.graph.aot_mode else None
-            wrapper.define_kernel(kernel_name, cpp_wrapper.kernel_definition(kernel_name, meta, library, aot_files),
-                                  f"{origins}\n{detailed}", gpu=False)
+            definition = cpp_wrapper.kernel_definition(kernel_name, meta, library, aot_files, scalar)
+            wrapper.define_kernel(kernel_name, definition, f"{origins}\n{detailed}", gpu=False)
             return kernel_name
         wrapper.add_import_once(META_IMPORT)
         wrapper.add_import_once(LOADER_IMPORT)

@@ -212,7 +212,10 @@ class Plan:
         Halide 21's PTX backend emits vector memory operations only for 4 x 32-bit; narrower vectors are built
         from scalar loads with 64-bit shuffles (gelu on bf16: 65 instructions per element vectorized, 53
         unrolled), and it drops vectorized float -> half conversions (stores the float's bits: found by
-        softmax_fp16 on the H100; scalar conversions are right)."""
+        softmax_fp16 on the H100; scalar conversions are right). Every kernel built for pointers off the vector
+        alignment (``KernelMeta.scalar_lanes``, any target) unrolls them too."""
+        if self.meta.scalar_lanes:
+            return True
         if "cuda" not in self.meta.halide_target.split("-"):
             return False
         def narrow(a: Any) -> bool:  # a 64-bit result per row (argmax) leaves the row's fp32 loads vectorized
