@@ -120,13 +120,14 @@ class KernelMeta:
     @property
     def pointer_alignment(self) -> int:
         """Bytes every buffer pointer of a call must be a multiple of (0: any). Halide's device code takes a buffer's
-        base as aligned to the vector width (CUDA: 16-byte ``st.global.v4.b32``; OpenCL C: up to 16 lanes through a
-        vector-pointer cast), and cuda/sycl kernels get tensors' pointers in place, storage offset included: a view at
-        20 bytes faulted (GPUTests graph_partition_misaligned_input). The glue refuses such a call with
-        ``MISALIGNED``, and the caller runs the ``scalar_lanes`` build instead."""
+        base as aligned to the vector width (CUDA: at most 16 bytes, ``st.global.v4.b32``; OpenCL C: a vector-pointer
+        cast, up to 16 lanes of 8 bytes), and cuda/sycl kernels get tensors' pointers in place, storage offset
+        included: a view at 20 bytes faulted (GPUTests graph_partition_misaligned_input). The glue refuses such a
+        call with ``MISALIGNED``, and the caller runs the ``scalar_lanes`` build instead. Fresh tensors pass: torch's
+        CUDA and XPU allocators align to 512 bytes, the sycl emulation's USM allocator to 128."""
         if self.scalar_lanes:
             return 0
-        return {"cuda": 16, "sycl": 64}.get(self.target, 0)
+        return {"cuda": 16, "sycl": 128}.get(self.target, 0)
 
     @property
     def takes_stream(self) -> bool:

@@ -41,7 +41,7 @@ struct UsmSharedAllocator final : c10::Allocator {
   c10::DataPtr allocate(size_t n) override {
     void *p = nullptr;
     if (n) {
-      p = usm_alloc(64, n, queue);
+      p = usm_alloc(128, n, queue);  // KernelMeta.pointer_alignment of the sycl target
       if (!p) throw std::bad_alloc();
       std::lock_guard<std::mutex> g(lock);
       owner[p] = queue;
