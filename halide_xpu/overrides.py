@@ -83,21 +83,10 @@ def _require_fp64(what: str) -> None:
         raise Unsupported(f"{what} (computed in float64, which this {target} device lacks)")
 
 
-_NARROW_INTS = (torch.bool, torch.int8, torch.uint8, torch.int16, torch.uint16)
-
-
-def _special(name: str, call: str, narrow_ints: bool = True) -> Any:
-    """An op computed by ``hx.<call>`` in float64 where the device has it. ``narrow_ints=False``: a kernel reading
-    integers of 16 bits or fewer falls back (Halide 21's compile of erfcx's series on a value it knows to be small
-    did not finish in 400 s: OpInfo's int8/uint8 samples; int16 too)."""
+def _special(name: str, call: str) -> Any:
+    """An op computed by ``hx.<call>`` in float64 where the device has it."""
 
     def op(*xs: Any) -> str:
-        if not narrow_ints:
-            from torch._inductor.virtualized import V
-
-            if any(V.graph.get_dtype(n) in _NARROW_INTS for n in V.kernel.args.input_buffers):
-                raise Unsupported(f"{name} of integers of 16 bits or fewer (Halide's compile of that pipeline does "
-                                  "not finish)")
         _require_fp64(name)
         return "hx." + call.format(*xs)
 
@@ -253,19 +242,19 @@ class HalideXpuOverrides(HalideOverrides):
     airy_ai = _special("airy_ai", "airy_ai({})")
     erfinv = _special("erfinv", "erfinv({})")
     ndtri = _special("ndtri", "ndtri({})")
-    erfcx = _special("erfcx", "erfcx({})", narrow_ints=False)
+    erfcx = _special("erfcx", "erfcx({})")
     log_ndtr = _special("log_ndtr", "log_ndtr({})")
     zeta = _special("zeta", "zeta({}, {})")
     @staticmethod
     def igamma(a: Any, x: Any, upper: bool = False) -> str:
         """P(a, x) (Q with ``upper``): a series and a continued fraction unrolled (special_functions.IGAMMA_STEPS
         steps each; NaN where they have not converged). LLVM's NVPTX backend takes minutes on that much float64 code:
-        CUDA unrolls 64 (converged for a up to ~60 near x = a; Triton has no igamma to fall back to)."""
+        CUDA unrolls 64 (converged for a up to ~60 near x = a; Triton has no igamma to fall back to). Single elements
+        (0-d pipelines) are lowered too: the arguments pass a bounds barrier (special_functions._bounds_opaque), without
+        which Halide's bounds inference expanded the continued fraction's guarded steps into an exponential tree."""
         from torch._inductor.virtualized import V
 
         name = "igammac" if upper else "igamma"
-        if all(getattr(n, "is_number", False) and int(n) == 1 for n in V.kernel.numels.values()):
-            raise Unsupported(f"{name} of single elements (Halide's compile of that 0-d pipeline does not finish)")
         _require_fp64(name)
         steps = ", 64" if V.kernel.target_name() == "cuda" else ""
         return f"hx.igamma({a}, {x}, {upper}{steps})"

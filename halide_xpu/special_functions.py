@@ -25,6 +25,19 @@ def _wide(x: object) -> tuple[hl.Expr, hl.Type]:
     return hl.cast(F64, x), x.type()
 
 
+def _bounds_opaque(x: hl.Expr) -> hl.Expr:
+    """Float64 ``x`` times 1.0 written as reinterpreted bits: the same value (NaN and -0.0 included), but Halide's
+    interval analysis gives a ``Reinterpret`` node the bounds of its type (none, for a float) and its simplifier
+    never folds a uint64 constant reinterpreted as a float (it does fold a reinterpret round trip of ``x``), so every
+    bound computed from ``x`` stays unbounded through all of lowering. Needed on the arguments of long unrolled
+    recurrences that read each step twice (a guard ``select(|d| < tiny, tiny, d)``): in a 0-d pipeline the
+    arguments are zero-argument Image calls, which bounds analysis takes as exact single points; bounds inference
+    (``boxes_required`` on the CSE'd definition: ``BoxesTouched::visit_let``) then bounds every let by its exact
+    value, substitutes it (no Variable in it) and simplifies it, a tree that doubles with every step. In an N-d
+    pipeline the index is a loop variable, so the inputs and everything after them are unbounded anyway."""
+    return x * hl.reinterpret(F64, hl.u64(0x3FF0000000000000))
+
+
 def _pick(*cases: hl.Expr) -> hl.Expr:
     return hl.select(*cases) if len(cases) > 1 else cases[0]
 
@@ -247,8 +260,10 @@ def _erfc(x: hl.Expr) -> hl.Expr:
 
 
 def erfcx(x: object) -> hl.Expr:
-    """exp(x^2) erfc(x): inf at -inf, 0 at +inf."""
+    """exp(x^2) erfc(x): inf at -inf, 0 at +inf. The argument passes the bounds barrier (_bounds_opaque): of a
+    narrow integer Halide knew the bounds, and its bounds of the series' terms grew until the compile never finished."""
     x, t = _wide(x)
+    x = _bounds_opaque(x)
     pos = _erfcx_positive(hl.abs(x))
     neg = hl.exp(hl.min(x * x, _d(800))) * 2.0 - pos
     return hl.cast(t, _pick(is_nan_bits(x), x, x == _d(_INF), _d(0), x < _d(0), neg, pos))
@@ -402,7 +417,10 @@ def igamma(a: object, x: object, upper: bool, steps: int = IGAMMA_STEPS) -> hl.E
     a = 0 counts as P = 1 for x > 0, x = 0 as P = 0, x = inf as P = 1, a = inf as P = 0 (NaN with x = inf)."""
     a, x = _unify(_float(a), _float(x))
     t = a.type()
-    a, x = hl.cast(F64, a), hl.cast(F64, x)
+    # bounds-opaque (_bounds_opaque): without it a 0-d pipeline's bounds inference expands the continued fraction's
+    # guarded steps into a tree (2x per step: 128 never finish). Since the float64 constants became reinterpreted bits
+    # (bf45a5b) ``tiny`` = f64(1e-300) happened to stop that; a float32-exact tiny (2**-100) brought it back
+    a, x = _bounds_opaque(hl.cast(F64, a)), _bounds_opaque(hl.cast(F64, x))
     inf = _d(_INF)
     finite = (a > _d(0)) & (x > _d(0)) & (a < inf) & (x < inf)
     # converged: the last step changes the value by less than the result's type can hold. float64's rounding

@@ -176,6 +176,35 @@ def test_polynomials_and_igamma_compiled(target: str) -> None:
                       x, n, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_igamma_of_single_elements_compiled(target: str, dtype: torch.dtype) -> None:
+    """0-d igamma/igammac/gammaincc run our kernel (they fell back: Halide's bounds inference expanded the 0-d
+    pipeline's continued fraction into an exponential tree, special_functions._bounds_opaque), in the series'
+    range (x < a + 1) and the continued fraction's (x * 4), values as eager."""
+    a, x = torch.tensor(2.5, dtype=dtype), torch.tensor(1.7, dtype=dtype)
+    code = compile_and_check(lambda a, x: (torch.igamma(a, x), torch.igammac(a, x * 4), S.gammaincc(x, a)), a, x)
+    assert "hx.igamma(" in code and "shape=()" in code, code
+
+
+def test_igamma_zero_dim_lowering_needs_no_lucky_constants() -> None:
+    """The 0-d pipeline lowers in seconds with plain FloatImm float64 constants too: the bounds barrier on the
+    arguments, not the reinterpreted bits of ``f64(1e-300)`` (which happened to stop the expansion), keeps bounds
+    inference linear. A child process, so that a regression fails after its timeout instead of hanging the suite."""
+    import subprocess
+    import sys
+
+    script = (
+        "import halide as hl\n"
+        "from halide_xpu import special_functions as sf\n"
+        "sf._d = hl.f64\n"
+        "a, x = hl.ImageParam(hl.Float(32), 0, 'a'), hl.ImageParam(hl.Float(32), 0, 'x')\n"
+        "f = hl.Func(hl.Float(32), 0, 'f')\n"
+        "f[()] = sf.igamma(a[()], x[()], False) + sf.igamma(a[()], x[()], True)\n"
+        "f.compile_to_lowered_stmt('/dev/null', [a, x], hl.StmtOutputFormat.Text, hl.Target('host-strict_float'))\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+
+
 def test_no_float64_device_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
     """A device without float64 cannot run these: the kernel falls back with its reason, the value is still right."""
     from halide_xpu.target import targets
