@@ -255,6 +255,7 @@ def kernel_definition(kernel_name: str, meta: KernelMeta, library: str, aot_file
             params.append("void* stream")
     names = ", ".join([a.name for a in meta.call_args] + stream)
     fn_type = f"int (*)({', '.join(arg_types(meta) + (['void*'] if meta.glue_takes_stream else []))})"
+
     def load(lib: str) -> str:  # hx_kernel_symbol's arguments before the symbol
         if aot_files is None:
             return f"{json.dumps(_PREPARE.format(target=meta.target))}, {json.dumps(lib)}"
@@ -264,8 +265,9 @@ def kernel_definition(kernel_name: str, meta: KernelMeta, library: str, aot_file
     header = _HEADER if aot_files is None else _AOT_HEADER
     scalar = []
     if scalar_library is not None:
+        symbol = f"hx_kernel_symbol({load(scalar_library)}, \"hx_launch\")"
         scalar = [f"    if (err == {MISALIGNED}) {{  // a pointer off the vector alignment: the build with unrolled lanes",
-                  f"        static fn_t scalar = reinterpret_cast<fn_t>(hx_kernel_symbol({load(scalar_library)}, \"hx_launch\"));",
+                  f"        static fn_t scalar = reinterpret_cast<fn_t>({symbol});",
                   f"        err = scalar({names});",
                   "    }"]
     setup = f"    {_opencl_setup()}" if aot_files is not None and meta.target == "opencl" else ""

@@ -189,7 +189,9 @@ class HalideXpuScheduling(HalideScheduling):
 
             library = str(compiler.load(meta, src_code).library)
             # no Python at launch: the build for pointers off the vector alignment is made now (cuda, sycl)
-            scalar = str(compiler.load(compiler.scalar_variant(meta), src_code).library) if meta.pointer_alignment else None
+            scalar = None
+            if meta.pointer_alignment:
+                scalar = str(compiler.load(compiler.scalar_variant(meta), src_code).library)
             aot_files = wrapper.additional_files if V.graph.aot_mode else None
             definition = cpp_wrapper.kernel_definition(kernel_name, meta, library, aot_files, scalar)
             wrapper.define_kernel(kernel_name, definition, f"{origins}\n{detailed}", gpu=False)
