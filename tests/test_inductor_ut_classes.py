@@ -160,3 +160,22 @@ def test_fused_column_outputs_with_a_partial_work_group(target: str) -> None:
     for n in (6, 1028):
         x = torch.randint(2, size=(n, n), dtype=torch.bool)
         compile_and_check(lambda x: (*x.max(0), *x.min(0), *x.max(1), *x.min(1)), x)
+
+
+@pytest.mark.parametrize("channels", [10, 100, 1031])
+def test_fused_column_outputs_that_overwrite_an_input(target: str, channels: int) -> None:
+    """A training batch norm over (20, C) updates its running stats in place, beside the batch mean and variance:
+    outputs computed together that overwrite inputs, so no ShiftInwards; with 100 columns the last work-group was
+    partial and Halide read column 127 of 100 (CpuTests' ``test_buffer_batch_norm`` on opencl and sycl). Work-groups
+    now tile the columns exactly (10, 100), or the variant is refused (1031, prime) for the next one."""
+    torch.manual_seed(0)
+
+    def step(x, mean, var, w, b):
+        return torch.nn.functional.batch_norm(x, mean, var, w, b, training=True, momentum=0.1)
+
+    x, mean, var, w, b = on_target((torch.randn(20, channels), torch.randn(channels), torch.rand(channels) + 0.5,
+                                    torch.randn(channels), torch.randn(channels)))
+    ref_mean, ref_var = mean.clone(), var.clone()
+    expected = step(x, ref_mean, ref_var, w, b)
+    compile_and_check(lambda *a: (step(*a), a[1], a[2]), x, mean, var, w, b,
+                      reference=lambda *a: (expected, ref_mean, ref_var))

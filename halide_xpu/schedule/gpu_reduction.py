@@ -10,7 +10,7 @@ from ..meta import ScheduleSpec
 from . import pointwise
 from .gpu_groups import (place_on_threads, register_accumulators, rfactor_across, rfactor_fold,
                          work_group_per_result)
-from .common import (GRID_YZ_MAX, GUARD, LOCAL_SLACK, NotApplicable, Plan, Recorder, fuse_all, fused_rvar,
+from .common import (GRID_YZ_MAX, GUARD, LOCAL_SLACK, SHIFT, NotApplicable, Plan, Recorder, fuse_all, fused_rvar,
                      inner_reduction, pow2_floor, primary_output, reduction_extent, reduction_size, total)
 
 
@@ -318,12 +318,21 @@ def _gpu_outer(rec: Recorder, plan: Plan, o: hl.Func, rows: list[hl.Var], spec: 
              if t is not o and not t.has_update_definition() and [v.name() for v in t.args()] == names]
     # fused outputs with a partial last work-group: Halide 21 infers the producers computed at the shared work-item
     # loop over the rounded-up extent under GuardWithIf (max/min + argmax of 1028 bool columns read column 1279);
-    # ShiftInwards keeps every work-item inside (where no output overwrites an input: Plan.tail), with a work-group
-    # no wider than the columns
+    # ShiftInwards keeps every work-item inside, with a work-group no wider than the columns. Where an output
+    # overwrites an input (Plan.tail: no point may be computed twice), work-groups tile the columns exactly
+    # instead (a training BatchNorm1d(100) updating its running stats read column 127 of 100: CpuTests'
+    # test_buffer_batch_norm on opencl and sycl)
     ncols = plan.var_extent(o, x)
     tail = GUARD
-    if twins and ncols is not None and ncols % wg and ncols >= plan.min_wg:
-        tail, wg = plan.tail, min(wg, pow2_floor(ncols))
+    if twins and ncols is not None and ncols % wg:
+        if plan.tail == SHIFT and ncols >= plan.min_wg:
+            tail, wg = SHIFT, min(wg, pow2_floor(ncols))
+        else:  # an output overwrites an input, or fewer columns than a sub-group: no partial work-group
+            exact = _dividing_work_group(ncols, wg, min(plan.min_wg, ncols))
+            if exact is None:
+                raise NotApplicable(f"outputs computed together over {ncols} columns, no work-group of "
+                                    f"{plan.min_wg}..{wg} divides them, and an output overwrites an input")
+            wg = exact
     for f in [o, *twins]:  # the loops of o, named as o's (compute_with matches them by name)
         rec(f, f.name(), "gpu_tile", x, bx, tx, wg, tail)
         if others:
@@ -342,6 +351,11 @@ def _gpu_outer(rec: Recorder, plan: Plan, o: hl.Func, rows: list[hl.Var], spec: 
         if chunks:
             _final_unrolled(rec, f, chunks)
     return twins
+
+
+def _dividing_work_group(n: int, largest: int, smallest: int) -> Optional[int]:
+    """The widest work-group in [smallest, largest] that divides ``n`` (None if none does)."""
+    return next((d for d in range(min(n, largest), smallest - 1, -1) if n % d == 0), None)
 
 
 def gpu_column_reduce(rec: Recorder, plan: Plan, f: hl.Func, spec: ScheduleSpec, shared: Optional[dict] = None) -> None:
