@@ -184,10 +184,38 @@ def usm_tensors(q: Optional[Any] = None) -> Iterator[Any]:
     q = q if q is not None else current_queue()
     alloc = _allocator_library()
     previous = alloc.hx_usm_alloc_push(ctypes.c_void_p(q.addressof_ref()))
+    _clone_through_cpu_allocator(+1)
     try:
         yield q
     finally:
+        _clone_through_cpu_allocator(-1)
         alloc.hx_usm_alloc_pop(ctypes.c_void_p(previous))
+
+
+_clone_scopes = [0, None]  # open usm_tensors scopes, torch's own UntypedStorage.clone while any is open
+
+
+def _clone_through_cpu_allocator(step: int) -> None:
+    """While a :func:`usm_tensors` scope is open, ``UntypedStorage.clone`` of a CPU storage (what ``copy.deepcopy``
+    of a tensor or module calls) allocates through the CPU allocator, as ``torch.empty`` does, so the copy lives in
+    USM like its source, as an XPU tensor's copy is an XPU tensor. torch's own clone builds ``UntypedStorage(n)``,
+    which takes c10's default CPU allocator, not the one the scope set (CpuTests' ``test_buffer_copied_in_graph``
+    gave kernels host memory the runtime refuses)."""
+    import torch
+
+    with _lock:
+        _clone_scopes[0] += step
+        if step > 0 and _clone_scopes[0] == 1:
+            original = _clone_scopes[1] = torch.UntypedStorage.clone
+
+            def clone(self: Any) -> Any:
+                if self.device.type != "cpu":
+                    return original(self)
+                return torch.empty(self.nbytes(), dtype=torch.uint8).untyped_storage().copy_(self)
+
+            torch.UntypedStorage.clone = clone
+        elif step < 0 and _clone_scopes[0] == 0:
+            torch.UntypedStorage.clone = _clone_scopes[1]
 
 
 def usm_tensors_process_wide() -> None:

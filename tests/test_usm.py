@@ -79,6 +79,25 @@ def test_views_offsets_and_zero_size(sycl: None) -> None:
 
 
 @needs_sycl
+def test_deepcopied_module_stays_in_usm(sycl: None) -> None:
+    """``copy.deepcopy`` of a module inside the emulation's scope gives USM buffers, as an XPU module's copy has XPU
+    buffers (CpuTests' test_buffer_copied_in_graph and test_buffer_batch_norm: torch's storage clone took c10's
+    default CPU allocator, and the runtime refused the host memory); outside the scope torch's clone is back."""
+    import copy
+
+    with usm.usm_tensors():
+        bn = torch.nn.BatchNorm1d(7)
+        twin = copy.deepcopy(bn)
+        assert usm.pointer_kind(twin.running_mean.data_ptr()) == "shared"
+        x = torch.randn(5, 7)
+        compiled, got = _compiled(twin, x)
+        expected = copy.deepcopy(bn)(x)
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(twin.running_var, bn.running_var * 0.9 + x.var(0) * 0.1)
+    assert usm.pointer_kind(copy.deepcopy(torch.randn(3)).data_ptr()) != "shared"
+
+
+@needs_sycl
 def test_two_queues_alternately(sycl: None) -> None:
     dpctl = sycl_devices.dpctl()
     q1 = usm.default_queue()
