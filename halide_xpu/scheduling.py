@@ -187,11 +187,10 @@ class HalideXpuScheduling(HalideScheduling):
         if V.graph.cpp_wrapper:  # built now; the C++ wrapper calls the library's C entry point
             from . import compiler, cpp_wrapper
 
-            library = str(compiler.load(meta, src_code).library)
+            launcher = compiler.load(meta, src_code)
+            library = str(launcher.library)
             # no Python at launch: the build for pointers off the vector alignment is made now (cuda, sycl)
-            scalar = None
-            if meta.pointer_alignment:
-                scalar = str(compiler.load(compiler.scalar_variant(meta), src_code).library)
+            scalar = str(launcher.scalar_variant().library) if launcher.scalar_variant is not None else None
             aot_files = wrapper.additional_files if V.graph.aot_mode else None
             definition = cpp_wrapper.kernel_definition(kernel_name, meta, library, aot_files, scalar)
             wrapper.define_kernel(kernel_name, definition, f"{origins}\n{detailed}", gpu=False)

@@ -106,7 +106,6 @@ def _tiny_tile(plan: Plan, out: hl.Func, x: hl.Var, y: hl.Var) -> bool:
     return any(e is not None and e < TILE_MIN for e in (plan.var_extent(out, x), plan.var_extent(out, y)))
 
 
-
 def _gpu_tiled(rec: Recorder, out: hl.Func, label: str, args: list[hl.Var], y: hl.Var, inputs: list[Any],
                spec: ScheduleSpec) -> hl.Var:
     """A transpose on GPU: ``tile``-square tiles of (``x`` = ``args[0]``, ``y``) per work-group of ``tile`` x 8
