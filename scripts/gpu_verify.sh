@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# One GPU-machine call that verifies the CUDA path at the current commit: the project's whole CUDA test suite
+# (`-k cuda`, files in parallel) and PyTorch's GPUTests on halide-xpu, resumable across calls.
+# Run from the project root on the GPU machine, carrying .whl (halide), .whl_ut (expecttest, hypothesis:
+# pack-wheels-for-device.sh ut expecttest hypothesis) and ut/ (../shared/tools/inductor_ut.py and a 2.11-era
+# test_torchinductor.py; ../shared does not travel). A GPUTests JSON from an earlier call, put at
+# ut/resume/gputests_<backend>.json, is resumed. Writes $OUT/verify.tar.
+#   bash scripts/gpu_verify.sh tests gputests        stages: tests, gputests, triton (GPUTests on Triton too),
+#   probe (AOTInductor CUDA in a fresh process and the SIGABRT GPUTest under a native-stack printer; householder
+#   backward's OpInfo samples on cuda and Triton)
+# Knobs: GPU_VERIFY_WALL_S (default 450: no new test after it), GPU_VERIFY_JOBS (GPUTests workers, default 8).
+set -u
+source scripts/gpu_env.sh
+[ -f .whl_ut/ut.tar.xz ] && tar xJf .whl_ut/ut.tar.xz -C /tmp/site2
+OUT=${OUT:-/tmp/out}
+R=$OUT/verify
+mkdir -p "$R"
+COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+export HALIDE_XPU_COMMIT=$COMMIT
+WALL=${GPU_VERIFY_WALL_S:-450}
+JOBS=${GPU_VERIFY_JOBS:-8}
+{ echo "commit $COMMIT  $(date -u +%FT%TZ)"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; } \
+  > "$R/README.txt"
+stages=" $* "
+
+if [[ $stages == *" tests "* ]]; then
+  # every test file's CUDA cases, six files at a time
+  ls tests/test_*.py | timeout $((WALL + 100)) xargs -P 6 -I{} sh -c \
+    'timeout '"$WALL"' python3 -m pytest -q -p no:cacheprovider "{}" -k cuda > "'"$R"'/$(basename {} .py).log" 2>&1' &
+fi
+
+run_ut() {  # backend
+  local b=$1 out=$R/gputests_$1.json
+  [ -f "ut/resume/gputests_$b.json" ] && cp "ut/resume/gputests_$b.json" "$out"
+  INDUCTOR_UT_FILE=$PWD/ut/test_torchinductor.py timeout $((WALL + 100)) python3 ut/inductor_ut.py --device cuda \
+    --backend "$b" --jobs "$JOBS" --max-wall-s "$WALL" --timeout-s 240 --resume --out "$out" \
+    --log-dir /tmp/ut_logs_$b > "$R/gputests_$b.log" 2>&1
+}
+[[ $stages == *" gputests "* ]] && [ -f ut/test_torchinductor.py ] && run_ut halide_xpu &
+[[ $stages == *" triton "* ]] && [ -f ut/test_torchinductor.py ] && run_ut triton &
+if [[ $stages == *" probe "* ]]; then
+  (timeout 200 python3 scripts/probe_aoti_cuda.py /tmp/aoti_probe > "$R/probe_aoti_cuda.log" 2>&1
+   cc -shared -fPIC -O1 -o /tmp/segv_bt.so scripts/segv_backtrace.c
+   LD_PRELOAD=/tmp/segv_bt.so INDUCTOR_UT_FILE=$PWD/ut/test_torchinductor.py timeout 150 python3 ut/inductor_ut.py \
+     --device cuda --backend halide_xpu --tests test_graph_partition_unbacked_symint_as_output --out "$R/probe_symint.json" \
+     --log-dir "$R/probe_symint_logs" > "$R/probe_symint.log" 2>&1
+   for t in cuda triton; do
+     timeout 90 python3 -m halide_xpu conformance --target $t --ops '^linalg\.householder_product$' --dtypes float32 \
+       --out "$R/householder" --quiet > "$R/householder_$t.log" 2>&1
+   done) &
+fi
+wait
+for f in "$R"/*.log; do echo "== $f"; tail -n 2 "$f"; done
+tar cf "$OUT/verify.tar" -C "$OUT" verify
