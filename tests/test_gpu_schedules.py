@@ -62,6 +62,37 @@ def test_transpose_grid_within_cuda_limits(inner, monkeypatch, tmp_path):
     assert sum(x * y * z for x, y, z in grids) >= 70000 // (64 if tiled else 1) // 256, grids
 
 
+_INT64_TWIN = """
+import sys, pytest, torch
+sys.path[:0] = [{tests!r}]
+import halide_xpu, test_gpu_schedules as g
+def nested(x, repeats):  # GPUTests graph_partition_unbacked_symint_as_output
+    index = torch.arange(repeats.numel(), device=x.device).repeat_interleave(repeats, dim=0)
+    return torch.index_select(x, index=index, dim=0)
+mp = pytest.MonkeyPatch()
+mp.setattr(halide_xpu.config, "cache_dir", {tmp!r})
+r = torch.tensor([5, 10, 15])
+torch._dynamo.mark_dynamic(r, 0)
+twins = g._cuda_twins(nested, (torch.randn(32, 64), r), mp, __import__("pathlib").Path({tmp!r}))
+print("TWINS", [(m.schedule.family, any(".vectorize(" in l for l in lines)) for m, _, lines, _ in twins
+                if any(a.dtype == "int64" and a.kind == "out" for a in m.args)])
+"""
+
+
+def test_int64_pointwise_output_with_a_tail_compiles_for_cuda(tmp_path):
+    """``arange`` to a dynamic size stores int64 lanes with a guarded tail: Halide 21's PTX codegen aborted the
+    process on the predicated 64-bit vector store (LLVM "Val should be a vector"; GPUTests
+    graph_partition_unbacked_symint_as_output on the H200). A pointwise kernel's 64-bit output unrolls its lanes
+    on CUDA. Compiled in a child process: the failure is an abort."""
+    import subprocess
+
+    code = _INT64_TWIN.format(tests=str(Path(__file__).parent), tmp=str(tmp_path))
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    line = next(x for x in res.stdout.splitlines() if x.startswith("TWINS"))
+    assert "True" not in line and "pointwise" in line, line  # an int64 output kernel, its lanes unrolled
+
+
 @pytest.mark.parametrize("inner", [(2, 4), (8, 8)])
 def test_transpose_large_batch(target, inner):
     a, b = inner

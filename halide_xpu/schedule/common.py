@@ -212,15 +212,20 @@ class Plan:
         Halide 21's PTX backend emits vector memory operations only for 4 x 32-bit; narrower vectors are built
         from scalar loads with 64-bit shuffles (gelu on bf16: 65 instructions per element vectorized, 53
         unrolled), and it drops vectorized float -> half conversions (stores the float's bits: found by
-        softmax_fp16 on the H100; scalar conversions are right). Every kernel built for pointers off the vector
+        softmax_fp16 on the H100; scalar conversions are right). A pointwise kernel's 64-bit output unrolls too:
+        its tail's predicated store of a 64-bit vector aborts the process in Halide 21's PTX codegen (LLVM's
+        "Val should be a vector" in ``CreateMaskedStore``: ``arange`` to a dynamic size, GPUTests
+        ``graph_partition_unbacked_symint_as_output``). Every kernel built for pointers off the vector
         alignment (``KernelMeta.scalar_lanes``, any target) unrolls them too."""
         if self.meta.scalar_lanes:
             return True
         if "cuda" not in self.meta.halide_target.split("-"):
             return False
+        pointwise = not self.meta.reductions
+
         def narrow(a: Any) -> bool:  # a 64-bit result per row (argmax) leaves the row's fp32 loads vectorized
             size = DTYPES[a.dtype][3]
-            return a.is_buffer and (size < 4 or (size != 4 and a.kind == "in"))
+            return a.is_buffer and (size < 4 or (size != 4 and (a.kind == "in" or pointwise)))
 
         return any(narrow(a) for a in self.meta.args) or bool(_TO_HALF.search(self.source))
 
