@@ -15,11 +15,11 @@ from torch._inductor.codegen.halide import (DimensionInfo, HalideCSEVariable, Ha
 from torch._inductor.utils import IndentedBuffer
 from torch.utils._ordered_set import OrderedSet
 from torch.utils._sympy.symbol import SymT, free_symbol_is_type
-from torch._inductor.virtualized import OpsWrapper, V, ops
+from torch._inductor.virtualized import V, ops
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
 
-from . import config, stats
+from . import config, stats, welford
 from .meta import DEVICE_CHECK_INDEX, STORAGE_SUFFIX, ArgSpec, KernelMeta, LoopVar
 from .overrides import HalideXpuOverrides
 from .schedule import default_spec
@@ -204,26 +204,11 @@ class HalideXpuKernel(HalideKernel):
                 self.reduction_funcs.append(var.name)
         return result
 
+    def welford_reduce_fallback(self, dtype: torch.dtype, value: Any) -> tuple[Any, Any, Any]:
+        return welford.reduce(self, dtype, value)
+
     def welford_combine_impl(self, mean: Any, m2: Any, weight: Any) -> tuple[Any, Any, Any]:
-        """Inductor's ``welford_combine`` (a split var/mean's stages, masked Welford) as sums, the parallel-axis
-        form: W = sum(w), mean = sum(w * mean_i) / W, m2 = sum(m2_i) + sum(w * (mean_i - mean)^2), 0 where W = 0.
-        Upstream's Tuple update is wrong under Halide 21's strict_float: the first element is stored before the
-        others are computed from it, so m2 used the new mean (a split fp32 ``var`` of 14923 elements came out 0.2%
-        low; GPUTests' ``multilayer_var_lowp`` on the H100). Sums also parallelise where the update cannot."""
-        dtype = getattr(mean, "dtype", None) or torch.float32
-        w_sum = ops.reduction(dtype, dtype, "sum", weight)
-        weighted = ops.reduction(dtype, dtype, "sum", ops.mul(weight, mean))
-        m2_sum = ops.reduction(dtype, dtype, "sum", m2)
-        self.inside_reduction = False
-        zero = ops.constant(0.0, dtype)
-        combined = ops.where(ops.eq(w_sum, zero), zero, ops.truediv(weighted, w_sum))
-        self.inside_reduction = True
-        delta = ops.sub(mean, combined)
-        spread = ops.reduction(dtype, dtype, "sum", ops.mul(weight, ops.mul(delta, delta)))
-        self.inside_reduction = False
-        total_m2 = ops.add(m2_sum, spread)
-        self.inside_reduction = True
-        return OpsWrapper._unwrap((combined, total_m2, w_sum))
+        return welford.combine(self, mean, m2, weight)
 
     def _bool_reduction(self, reduction_type: str, value: Any) -> Any:
         """any / max / min of bools as an int32 max / min of 0 and 1, tested ``> 0`` (an empty any is False, an

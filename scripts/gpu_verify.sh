@@ -6,9 +6,9 @@
 # test_torchinductor.py; ../shared does not travel). A GPUTests JSON from an earlier call, put at
 # ut/resume/gputests_<backend>.json, is resumed. Writes $OUT/verify.tar.
 #   bash scripts/gpu_verify.sh tests gputests        stages: tests, gputests, triton (GPUTests on Triton too),
-#   probe (AOTInductor CUDA in a fresh process and the SIGABRT GPUTest under a native-stack printer; householder
-#   backward's OpInfo samples on cuda and Triton)
-# Knobs: GPU_VERIFY_WALL_S (default 450: no new test after it), GPU_VERIFY_JOBS (GPUTests workers, default 8).
+#   probe (AOTInductor CUDA, halide-xpu and Triton, in a fresh process and the SIGABRT GPUTest under a native-stack
+#   printer), householder (householder backward's OpInfo samples on cuda and Triton)
+# Knobs: GPU_VERIFY_UT_ARGS (e.g. --filter REGEX), GPU_VERIFY_WALL_S (default 450: no new test after it), GPU_VERIFY_JOBS (GPUTests workers, default 8).
 set -u
 source scripts/gpu_env.sh
 [ -f .whl_ut/ut.tar.xz ] && tar xJf .whl_ut/ut.tar.xz -C /tmp/site2
@@ -33,18 +33,25 @@ run_ut() {  # backend
   local b=$1 out=$R/gputests_$1.json
   [ -f "ut/resume/gputests_$b.json" ] && cp "ut/resume/gputests_$b.json" "$out"
   INDUCTOR_UT_FILE=$PWD/ut/test_torchinductor.py timeout $((WALL + 100)) python3 ut/inductor_ut.py --device cuda \
-    --backend "$b" --jobs "$JOBS" --max-wall-s "$WALL" --timeout-s 240 --resume --out "$out" \
+    --backend "$b" --jobs "$JOBS" --max-wall-s "$WALL" --timeout-s 240 --resume --out "$out" ${GPU_VERIFY_UT_ARGS:-} \
     --log-dir /tmp/ut_logs_$b > "$R/gputests_$b.log" 2>&1
 }
 [[ $stages == *" gputests "* ]] && [ -f ut/test_torchinductor.py ] && run_ut halide_xpu &
 [[ $stages == *" triton "* ]] && [ -f ut/test_torchinductor.py ] && run_ut triton &
 if [[ $stages == *" probe "* ]]; then
   (timeout 200 python3 scripts/probe_aoti_cuda.py /tmp/aoti_probe > "$R/probe_aoti_cuda.log" 2>&1
+   timeout 150 python3 scripts/probe_aoti_cuda.py /tmp/aoti_probe_triton triton > "$R/probe_aoti_triton.log" 2>&1
+   for p in /tmp/aoti_probe /tmp/aoti_probe_triton; do mkdir -p "$R/$(basename $p)" && cp $p/m.pt2 "$R/$(basename $p)/"; done
+   find "${TORCHINDUCTOR_CACHE_DIR:-/tmp/inductor-cache}" -name "*.cpp" -newer scripts/gpu_verify.sh -size -2M \
+     -exec cp {} "$R/aoti_probe/" \; 2>/dev/null
    cc -shared -fPIC -O1 -o /tmp/segv_bt.so scripts/segv_backtrace.c
    LD_PRELOAD=/tmp/segv_bt.so INDUCTOR_UT_FILE=$PWD/ut/test_torchinductor.py timeout 150 python3 ut/inductor_ut.py \
      --device cuda --backend halide_xpu --tests test_graph_partition_unbacked_symint_as_output --out "$R/probe_symint.json" \
      --log-dir "$R/probe_symint_logs" > "$R/probe_symint.log" 2>&1
-   for t in cuda triton; do
+   ) &
+fi
+if [[ $stages == *" householder "* ]]; then
+  (for t in cuda triton; do
      timeout 90 python3 -m halide_xpu conformance --target $t --ops '^linalg\.householder_product$' --dtypes float32 \
        --out "$R/householder" --quiet > "$R/householder_$t.log" 2>&1
    done) &

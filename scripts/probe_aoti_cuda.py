@@ -1,6 +1,7 @@
 """GPU-machine diagnostic: package a small model with halide-xpu CUDA kernels through AOTInductor (cuda added to the
 AOT targets for this run only) and run it in a fresh process under scripts/segv_backtrace.c, printing the native
-stack if it dies.   python3 scripts/probe_aoti_cuda.py OUT_DIR"""
+stack if it dies; with ``triton`` the same model through Triton's kernels (the control).
+   python3 scripts/probe_aoti_cuda.py OUT_DIR [halide_xpu|triton]"""
 from __future__ import annotations
 
 import os
@@ -22,10 +23,10 @@ class Model(torch.nn.Module):
         return h.sum(1), x[i] * 2, torch.softmax(h, -1)
 
 
-def main(out: Path) -> int:
+def main(out: Path, backend: str) -> int:
     out.mkdir(parents=True, exist_ok=True)
     cpp_wrapper.AOT_TARGETS = (*cpp_wrapper.AOT_TARGETS, "cuda")
-    torch._inductor.config.cuda_backend = "halide_xpu"
+    torch._inductor.config.cuda_backend = backend
     x, i = torch.randn(8, 16, device="cuda"), torch.tensor([3, 1, 7], device="cuda")
     batch = torch.export.Dim("batch", min=2, max=64)
     ep = torch.export.export(Model(), (x, i), dynamic_shapes={"x": {0: batch}, "i": None})
@@ -57,4 +58,5 @@ def main(out: Path) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/aoti_probe")))
+    sys.exit(main(Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/aoti_probe"),
+                  sys.argv[2] if len(sys.argv) > 2 else "halide_xpu"))

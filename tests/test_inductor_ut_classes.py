@@ -152,6 +152,30 @@ def test_split_welford_combine_is_exact(target: str, monkeypatch: pytest.MonkeyP
     assert code.count("halide_xpu_load(") >= 2, "Inductor did not split the reduction"
     compile_and_check(torch.var, torch.rand(14923, dtype=torch.float16), rtol=1e-3, atol=1e-5)
 
+def test_var_mean_of_constant_rows_is_exact(target: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """GPUTests ``tmp_not_defined_issue3``: a LayerNorm over rows gathered from one column (every element equal).
+    The sum-based mean was off by rounding, and rsqrt(var + 1e-5) scaled that up to 0.002 instead of 0 (60% of
+    25.7M elements on CUDA; eager's Welford is exact). The mean is shifted by the row's first element now, in the
+    plain reduction and in a split one's combine."""
+    def norm(x, idx, w, b):
+        g = x[:, idx]
+        var, mean = torch.var_mean(g, [1], correction=0, keepdim=True)
+        return (g - mean) * torch.rsqrt(var + 1e-5) * w + b, var, mean
+
+    x, w, b = torch.randn(16, 4191), torch.randn(4190), torch.randn(4190)
+    compile_and_check(norm, x, torch.zeros(4190, dtype=torch.long), w, b, atol=0, rtol=0)
+    compile_and_check(norm, x, torch.randint(0, 4191, (4190,)), w, b, atol=1e-5, rtol=1.3e-6)
+
+    from halide_xpu.scheduling import HalideXpuScheduling, without_single_element_reduction
+
+    features = HalideXpuScheduling.get_backend_features.__func__
+    monkeypatch.setattr(HalideXpuScheduling, "get_backend_features",
+                        classmethod(lambda cls, d: without_single_element_reduction(features(cls, d))))
+    torch._dynamo.reset()
+    code = compile_and_check(lambda x: torch.var_mean(x, correction=0), torch.full((14923,), 1.7), atol=0, rtol=0)
+    assert code.count("halide_xpu_load(") >= 2, "Inductor did not split the reduction"
+
+
 
 def test_fused_column_outputs_with_a_partial_work_group(target: str) -> None:
     """max/min of bool columns with their indices (GPUTests' ``max_min_bool``): four outputs of one column
