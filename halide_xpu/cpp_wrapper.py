@@ -148,9 +148,10 @@ static void hx_prepare_opencl(const char *const *preload, const char *const *env
 }
 #endif
 """
-# cuda: the package loads, but a fresh process crashed (SIGSEGV, torch 2.11, H100) in the Halide CUDA runtime: cuda
-# falls back until that is understood; sycl needs dpctl's queue and USM tensors set up by halide_xpu's Python
-AOT_TARGETS = ("host", "opencl")
+# cuda: packages of our kernels run in a fresh process (H200, torch 2.11, 2026-11-27). That machine's fresh processes
+# crash in AOTInductor's own device-string regex unless the system libstdc++ is preloaded, Triton's packages exactly
+# alike (README, "AOTInductor on CUDA"). sycl needs dpctl's queue and USM tensors set up by halide_xpu's Python.
+AOT_TARGETS = ("host", "opencl", "cuda")
 
 
 def prepare(target: str) -> None:
@@ -177,14 +178,47 @@ def arg_types(meta: KernelMeta) -> list[str]:
     return [a.c_type for a in meta.call_args]
 
 
-def call_line(kernel_name: str, call_args: list[Any], meta: KernelMeta, stream: str) -> str:
+# A CPU tensor read by a GPU kernel (``x + cpu_t[0]``: Inductor passes 0-d CPU tensors to Triton by value), copied
+# to the kernel's device for one call: a synchronous copy on torch's current stream; the caching allocator keeps the
+# copy's memory for the kernel queued after it on that stream.
+_DEVICE_COPY = r"""
+#ifndef HALIDE_XPU_DEVICE_COPY
+#define HALIDE_XPU_DEVICE_COPY
+static AtenTensorHandle hx_device_copy(AtenTensorHandle host, int32_t device_type, int32_t device_index) {
+    int64_t ndim = 0;
+    int64_t *sizes = nullptr, *strides = nullptr;
+    int32_t dtype = 0;
+    AtenTensorHandle copy = nullptr;
+    if (aoti_torch_get_dim(host, &ndim) || aoti_torch_get_sizes(host, &sizes) || aoti_torch_get_strides(host, &strides)
+        || aoti_torch_get_dtype(host, &dtype)
+        || aoti_torch_empty_strided(ndim, sizes, strides, dtype, device_type, device_index, &copy)
+        || aoti_torch_copy_(copy, host, 0))
+        throw std::runtime_error("halide_xpu: cannot copy a CPU tensor argument to the kernel's device");
+    return copy;
+}
+#endif
+"""
+
+
+def call_line(kernel_name: str, call_args: list[Any], meta: KernelMeta, stream: str,
+              host_args: frozenset[int] = frozenset()) -> str:
     """The C++ wrapper's call of our kernel function on a GPU: tensors as device pointers, sizes as integers, the
-    raw stream last."""
+    raw stream last. ``host_args``: positions of CPU tensors (0-d CPU tensors a GPU graph reads), copied to the
+    device first."""
     from torch._inductor.codegen.cpp_utils import cexpr
 
-    args = [f"(void*)({a}.data_ptr())" if spec.is_buffer else f"({spec.c_type})({cexpr(a) if not isinstance(a, str) else a})"
-            for a, spec in zip(call_args, meta.call_args)]
-    return f"{kernel_name}({', '.join(args + [stream])});"
+    copies, args = [], []
+    for i, (a, spec) in enumerate(zip(call_args, meta.call_args)):
+        if spec.is_buffer and i in host_args:
+            device = f"aoti_torch_device_type_{meta.device_type}()"
+            copies.append(f"RAIIAtenTensorHandle hx_device{i}(hx_device_copy({a}, {device}, {meta.device_index}));")
+            args.append(f"(void*)(hx_device{i}.data_ptr())")
+        elif spec.is_buffer:
+            args.append(f"(void*)({a}.data_ptr())")
+        else:
+            args.append(f"({spec.c_type})({cexpr(a) if not isinstance(a, str) else a})")
+    call = f"{kernel_name}({', '.join(args + [stream])});"
+    return f"{{ {' '.join(copies)} {call} }}" if copies else call
 
 
 def unsupported(device_type: str, target: str, aot_mode: bool) -> str | None:
@@ -192,7 +226,7 @@ def unsupported(device_type: str, target: str, aot_mode: bool) -> str | None:
     if device_type not in ("cpu", "cuda", "xpu"):
         return f"the C++ wrapper calls halide-xpu kernels on cpu, cuda and xpu, not on {device_type}"
     if aot_mode and target not in AOT_TARGETS:
-        return (f"AOTInductor packages halide-xpu kernels of the {' and '.join(AOT_TARGETS)} targets; {target!r} needs "
+        return (f"AOTInductor packages halide-xpu kernels of the {', '.join(AOT_TARGETS)} targets; {target!r} needs "
                 "its device runtime set up by halide_xpu's Python side")
     return None
 
@@ -262,7 +296,7 @@ def kernel_definition(kernel_name: str, meta: KernelMeta, library: str, aot_file
         runtime, kernel = _packaged(lib, aot_files)
         return ", ".join(json.dumps(p) for p in (*runtime, *kernel))
 
-    header = _HEADER if aot_files is None else _AOT_HEADER
+    header = (_HEADER if aot_files is None else _AOT_HEADER) + (_DEVICE_COPY if meta.device_type != "cpu" else "")
     scalar = []
     if scalar_library is not None:
         symbol = f"hx_kernel_symbol({load(scalar_library)}, \"hx_launch\")"

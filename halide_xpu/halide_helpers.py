@@ -54,6 +54,18 @@ def _on_cuda() -> bool:
     return getattr(_building, "target", None) == "cuda"
 
 
+def fma(x: object, y: object, z: object) -> hl.Expr:
+    """``x * y + z`` rounded once, as eager CUDA's addcmul and ``add(alpha=)`` (Inductor asks for it on GPUs; Halide
+    21 has no fused multiply-add). fp32 on CUDA: the product is exact in float64 and the sum is rounded to float64
+    and then to float32; the two roundings differ from one only when the float64 sum lands on a float32 tie
+    (about 2**-29 of random inputs). Elsewhere (no float64 assumed on Intel GPUs) and for other types: x * y + z."""
+    x, y, z = _expr(x), _expr(y), _expr(z)
+    if _on_cuda() and x.type() == hl.Float(32) and y.type() == hl.Float(32) and z.type() == hl.Float(32):
+        wide = hl.Float(64)
+        return hl.cast(hl.Float(32), hl.cast(wide, x) * hl.cast(wide, y) + hl.cast(wide, z))
+    return x * y + z
+
+
 # Helpers that leave a PTX marker when building for CUDA (target/ptx.py checks this Halide still emits them)
 MARKING = ("cuda_exp", "bf16_round", "bf16_bits", "index_checked")
 

@@ -590,7 +590,8 @@ class HalideXpuKernel(HalideKernel):
             from .cpp_wrapper import call_line
 
             stream = "stream" if V.graph.aot_mode else _raw_stream(wrapper, device)
-            wrapper.writeline(call_line(name, call_args, self.xpu_meta(), stream))
+            host = frozenset(i for i, n in enumerate(call_args) if _on_host(n))
+            wrapper.writeline(call_line(name, call_args, self.xpu_meta(), stream, host))
         elif device.type == "xpu" and not _wrapper_calls_xpu_kernels():
             # torch <= 2.11 writes non-Triton GPU kernel calls for cuda only ("device xpu nyi"): same line by hand
             wrapper.writeline(f"{name}.{name}({', '.join(call_args)}, c_void_p({_raw_stream(wrapper, device)}))")
@@ -601,6 +602,13 @@ class HalideXpuKernel(HalideKernel):
         else:
             wrapper.generate_kernel_call(name, call_args, device=device, triton=False)
         stats.record_kernel(name)
+
+
+def _on_host(name: str) -> bool:
+    """Whether buffer or graph input ``name`` is a CPU tensor (one a GPU kernel reads: a 0-d CPU tensor)."""
+    buf = V.graph.try_get_buffer(name)
+    device = buf.get_device() if buf is not None else None
+    return device is not None and device.type == "cpu"
 
 
 def _raw_stream(wrapper: Any, device: torch.device) -> str:

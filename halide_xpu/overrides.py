@@ -183,6 +183,10 @@ class HalideXpuOverrides(HalideOverrides):
         return f"hx.relu({x})"
 
     @staticmethod
+    def fma(x: Any, y: Any, z: Any) -> str:  # type: ignore[override]
+        return f"hx.fma({x}, {y}, {z})"  # Inductor's addcmul / add(alpha) on cuda and xpu: eager's rounding
+
+    @staticmethod
     def exp(x):  # type: ignore[override]
         from torch._inductor.virtualized import V
 

@@ -36,6 +36,7 @@ def main(out: Path, backend: str) -> int:
     torch.save([(x.cpu(), i.cpu()), (torch.randn(5, 16), torch.tensor([4, 0, 2]))], out / "in.pt")
     script = textwrap.dedent(f"""
         import torch
+        print([l.split()[-1] for l in open("/proc/self/maps") if "libstdc++" in l][:1], flush=True)
         m = torch._inductor.aoti_load_package({path!r})
         print("loaded", flush=True)
         for x, i in torch.load({str(out / 'in.pt')!r}):
@@ -49,7 +50,7 @@ def main(out: Path, backend: str) -> int:
     so = "/tmp/segv_bt.so"
     subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", so, str(Path(__file__).with_name("segv_backtrace.c"))],
                    check=True)
-    env = dict(os.environ, LD_PRELOAD=so)
+    env = dict(os.environ, LD_PRELOAD=" ".join(filter(None, [os.environ.get("PROBE_PRELOAD"), so])))
     r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     print("fresh process exit", r.returncode)
     print(r.stdout[-4000:])

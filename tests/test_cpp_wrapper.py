@@ -98,11 +98,20 @@ def _run_in_fresh_process(tmp_path, path: str, inputs: list) -> tuple[list, bool
         torch.save((outs, "halide_xpu.runtime" in sys.modules, maps), {str(tmp_path / 'out.pt')!r})
     """)
     env = {k: v for k, v in os.environ.items() if k not in ("OCL_ICD_FILENAMES", "HL_OCL_PLATFORM_NAME", "HL_OCL_DEVICE_TYPE")}
+    if any(getattr(t, "is_cuda", False) for args in inputs for t in args):
+        env["LD_PRELOAD"] = _system_libstdcxx()
     subprocess.run([sys.executable, "-c", script], check=True, timeout=300, env=env)
     return torch.load(tmp_path / "out.pt")
 
 
-@pytest.mark.parametrize("aot_target", ["host", "opencl"])
+def _system_libstdcxx() -> str:
+    """The compiler's libstdc++: on the GPU machine (torch 2.11) every AOTInductor CUDA package, Triton's too, dies
+    in a fresh process in its device-string regex (std::locale) unless this is loaded first."""
+    out = subprocess.run(["g++", "-print-file-name=libstdc++.so.6"], capture_output=True, text=True)
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+@pytest.mark.parametrize("aot_target", ["host", "opencl", "cuda"])
 def test_aoti_packages_our_kernels(tmp_path, monkeypatch: pytest.MonkeyPatch, aot_target: str) -> None:
     """AOTInductor with halide-xpu kernels: the .pt2 carries the kernel libraries and the Halide runtime; a fresh
     process runs it (dynamic batch) with no halide-xpu Python on the launch path (opencl: the OpenCL loader set-up
@@ -150,6 +159,56 @@ def test_aoti_falls_back_with_a_logged_reason(tmp_path, caplog: pytest.LogCaptur
     halide_xpu.stats.reset()
     with caplog.at_level(logging.WARNING, logger="halide_xpu.scheduling"):
         path = _aoti_package(tmp_path, x, i)
-    assert "AOTInductor packages halide-xpu kernels of the host and opencl targets; 'sycl' needs" in caplog.text
+    assert "AOTInductor packages halide-xpu kernels of the host, opencl, cuda targets; 'sycl' needs" in caplog.text
     outs, _, _ = _run_in_fresh_process(tmp_path, path, [(x, i)])
     torch.testing.assert_close(outs[0], _Exported()(x, i))
+
+
+def test_gpu_call_copies_cpu_tensor_arguments() -> None:
+    """A GPU kernel reading a CPU tensor (GPUTests ``cpu_scalar_with_gpu_tensor_cpp``: ``a + b[0]`` with ``b`` on the
+    CPU): the C++ wrapper passed the host pointer to the CUDA kernel (illegal memory access on the H200). Such an
+    argument is copied to the kernel's device for the call."""
+    from halide_xpu import cpp_wrapper
+    from halide_xpu.meta import ArgSpec, KernelMeta
+
+    meta = KernelMeta(args=(ArgSpec("in_ptr0", "in", "float32", ("20",), ("1",)),
+                            ArgSpec("in_ptr1", "in", "float32", ("4",), ("1",)),
+                            ArgSpec("out_ptr0", "out", "float32", ("20",), ("1",)),
+                            ArgSpec("ks0", "scalar", "int64", (), ())),
+                      target="cuda", halide_target="host-cuda", device_type="cuda", device_index=1)
+    line = cpp_wrapper.call_line("k", ["arg0_1", "arg1_1", "buf0", "s0"], meta, "stream", frozenset({1}))
+    assert line == ("{ RAIIAtenTensorHandle hx_device1(hx_device_copy(arg1_1, aoti_torch_device_type_cuda(), 1)); "
+                    "k((void*)(arg0_1.data_ptr()), (void*)(hx_device1.data_ptr()), (void*)(buf0.data_ptr()), "
+                    "(int64_t)(s0), stream); }"), line
+    assert cpp_wrapper.call_line("k", ["arg0_1", "arg1_1", "buf0", "s0"], meta, "stream").startswith("k(")
+
+
+def test_device_copy_helper_copies(tmp_path) -> None:
+    """``hx_device_copy`` (the wrapper header's C++) built against torch's C shim and run on CPU tensors: a fresh
+    tensor of the same sizes, strides and values."""
+    import ctypes
+
+    from torch.utils import cpp_extension
+
+    from halide_xpu import cpp_wrapper
+
+    src = tmp_path / "copy.cpp"
+    src.write_text("#include <stdexcept>\n#include <torch/csrc/inductor/aoti_runtime/utils.h>\n"
+                   + cpp_wrapper._DEVICE_COPY
+                   + 'extern "C" void *copy(void *t) { return hx_device_copy((AtenTensorHandle)t, '
+                     "aoti_torch_device_type_cpu(), 0); }\n")
+    lib = tmp_path / "copy.so"
+    flags = [f"-I{p}" for p in cpp_extension.include_paths()] + [
+        f"-L{p}" for p in cpp_extension.library_paths()] + ["-ltorch_cpu", "-lc10"]
+    subprocess.run(["g++", "-std=c++17", "-shared", "-fPIC", "-O1", "-o", str(lib), str(src), *flags], check=True,
+                   timeout=300)
+    fn = ctypes.CDLL(str(lib)).copy
+    fn.restype, fn.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
+    api = ctypes.pythonapi
+    api.PyCapsule_GetPointer.restype, api.PyCapsule_GetPointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    api.PyCapsule_New.restype, api.PyCapsule_New.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    x = torch.randn(4, 6)[:, 1:5]  # a strided view
+    handle = torch._C._aoti.unsafe_alloc_void_ptr_from_tensor(x)  # an AtenTensorHandle in a capsule
+    out = fn(api.PyCapsule_GetPointer(handle, None))
+    copy = torch._C._aoti.alloc_tensor_by_stealing_from_void_ptr(api.PyCapsule_New(out, None, None))
+    assert copy.data_ptr() != x.data_ptr() and copy.stride() == x.stride() and torch.equal(copy, x)

@@ -203,3 +203,29 @@ def test_fused_column_outputs_that_overwrite_an_input(target: str, channels: int
     expected = step(x, ref_mean, ref_var, w, b)
     compile_and_check(lambda *a: (step(*a), a[1], a[2]), x, mean, var, w, b,
                       reference=lambda *a: (expected, ref_mean, ref_var))
+
+
+def test_fma_rounds_once_on_cuda() -> None:
+    """GPUTests ``addcmul_fma_bitwise_equal``: Inductor lowers addcmul and ``add(alpha=)`` to ``ops.fma`` on GPUs, as
+    eager CUDA computes them; ours rounded the product and the sum separately (1 ulp off on 32% of elements). The
+    helper built for CUDA rounds once through float64 (run here on the host, which evaluates the same expression);
+    elsewhere it stays x * y + z."""
+    import halide as hl
+    import numpy as np
+
+    from halide_xpu import halide_helpers as hx
+
+    rng = np.random.default_rng(0)
+    a, b, c = (rng.standard_normal(4096).astype(np.float32) for _ in range(3))
+    bufs = [hl.Buffer(v) for v in (a, b, c)]
+    i = hl.Var("i")
+    results = {}
+    for target in ("cuda", "opencl"):
+        f = hl.Func(f"fma_{target}")
+        with hx.building_for(target):
+            f[i] = hx.fma(bufs[0][i], bufs[1][i], bufs[2][i])
+        results[target] = np.asarray(f.realize([4096], hl.Target("host-strict_float")))
+    once = (a.astype(np.float64) * b + c).astype(np.float32)
+    twice = a * b + c
+    assert np.array_equal(results["cuda"], once) and np.array_equal(results["opencl"], twice)
+    assert (once != twice).mean() > 0.1  # the case is real: many elements differ by the second rounding
