@@ -17,7 +17,8 @@ def _first(kernel: Any, value: Any, dtype: torch.dtype) -> Any:
     rvars = set(kernel.reduction_renames)
     first = value.subs_str({v: sympy.S.Zero for v in rvars})
     dims = [d for d in value.used_dims if d not in rvars]
-    line = f"hl.select(hl.abs({first}) < hl.cast({halide_type(dtype)}, float('inf')), {first}, hl.cast({halide_type(dtype)}, 0))"
+    t = halide_type(dtype)
+    line = f"hl.select(hl.abs({first}) < hl.cast({t}, float('inf')), {first}, hl.cast({t}, 0))"
     return kernel.genfunc(line, dims, shape=value.shape)
 
 

@@ -204,11 +204,11 @@ def test_device_copy_helper_copies(tmp_path) -> None:
                    timeout=300)
     fn = ctypes.CDLL(str(lib)).copy
     fn.restype, fn.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
-    api = ctypes.pythonapi
-    api.PyCapsule_GetPointer.restype, api.PyCapsule_GetPointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-    api.PyCapsule_New.restype, api.PyCapsule_New.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    api = ctypes.PyDLL(None)  # our own handles on the C API's capsule functions (pythonapi's are shared)
+    get, new = api.PyCapsule_GetPointer, api.PyCapsule_New
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
     x = torch.randn(4, 6)[:, 1:5]  # a strided view
     handle = torch._C._aoti.unsafe_alloc_void_ptr_from_tensor(x)  # an AtenTensorHandle in a capsule
-    out = fn(api.PyCapsule_GetPointer(handle, None))
-    copy = torch._C._aoti.alloc_tensor_by_stealing_from_void_ptr(api.PyCapsule_New(out, None, None))
+    copy = torch._C._aoti.alloc_tensor_by_stealing_from_void_ptr(new(fn(get(handle, None)), None, None))
     assert copy.data_ptr() != x.data_ptr() and copy.stride() == x.stride() and torch.equal(copy, x)
