@@ -1,5 +1,4 @@
-"""GPU-machine diagnostic: package a small model with halide-xpu CUDA kernels through AOTInductor (cuda added to the
-AOT targets for this run only) and run it in a fresh process under scripts/segv_backtrace.c, printing the native
+"""GPU-machine diagnostic: package a small model with halide-xpu CUDA kernels through AOTInductor and run it in a fresh process under scripts/segv_backtrace.c, printing the native
 stack if it dies; with ``triton`` the same model through Triton's kernels (the control).
    python3 scripts/probe_aoti_cuda.py OUT_DIR [halide_xpu|triton]"""
 from __future__ import annotations
@@ -14,7 +13,6 @@ import torch
 import torch.nn.functional as F
 
 import halide_xpu
-from halide_xpu import cpp_wrapper
 
 
 class Model(torch.nn.Module):
@@ -25,7 +23,6 @@ class Model(torch.nn.Module):
 
 def main(out: Path, backend: str) -> int:
     out.mkdir(parents=True, exist_ok=True)
-    cpp_wrapper.AOT_TARGETS = (*cpp_wrapper.AOT_TARGETS, "cuda")
     torch._inductor.config.cuda_backend = backend
     x, i = torch.randn(8, 16, device="cuda"), torch.tensor([3, 1, 7], device="cuda")
     batch = torch.export.Dim("batch", min=2, max=64)
