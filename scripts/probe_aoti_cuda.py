@@ -1,5 +1,6 @@
 """GPU-machine diagnostic: package a small model with halide-xpu CUDA kernels through AOTInductor and run it in a
-fresh process under scripts/segv_backtrace.c, printing the native stack if it dies; with ``triton`` the same model through Triton's kernels (the control).
+fresh process under scripts/segv_backtrace.c, printing the native stack if it dies; with ``triton`` the same model
+through Triton's kernels (the control).
    python3 scripts/probe_aoti_cuda.py OUT_DIR [halide_xpu|triton]"""
 from __future__ import annotations
 
