@@ -3,7 +3,7 @@
 A graph of K dependent tiny reductions (K kernels, nothing to fuse) is compiled with 1 and with 9 steps; the
 difference of per-call times over 8 is the cost one more kernel adds to a call (launch path, no compute to speak
 of). Backends on ``--device cpu``: Inductor C++ (anchor) and halide-xpu host/opencl/sycl; on ``--device cuda``:
-Triton (anchor) and halide-xpu. Results: ``<out>/wrapper.json`` + ``wrapper.md``.
+Triton (anchor) and halide-xpu with its direct CUDA launch and with Halide's runtime launching. Results: ``<out>/wrapper.json`` + ``wrapper.md``.
     python3 benchmarks/bench_wrapper.py --device cpu
     python3 benchmarks/bench_wrapper.py --device cuda --out benchmarks/results/<gpu>
 """
@@ -30,6 +30,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_cpu import bound_inductor, per_call_us  # noqa: E402
 
 STEPS = (1, 9)
+# halide-xpu on CUDA, by launch path (config.cuda_launch): the runtime's direct launch and Halide's own
+LAUNCHES = {"halide_xpu": "direct", "halide_xpu/halide-launch": "halide"}
 
 
 def chain(steps: int, tag: str) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -47,6 +49,17 @@ def chain(steps: int, tag: str) -> Callable[[torch.Tensor], torch.Tensor]:
 
 
 @contextlib.contextmanager
+def _cuda_launch(path: str) -> Iterator[None]:
+    """halide_xpu.config.cuda_launch set to ``path`` while kernels are compiled (it is part of each kernel's key)."""
+    before = halide_xpu.config.cuda_launch
+    halide_xpu.config.cuda_launch = path
+    try:
+        yield
+    finally:
+        halide_xpu.config.cuda_launch = before
+
+
+@contextlib.contextmanager
 def backend(device: str, name: str, cpp_wrapper: bool) -> Iterator[tuple[dict[str, Any], Callable[[torch.Tensor], torch.Tensor]]]:
     """Inductor configured for ``name`` on ``device``; yields its knobs and a function moving inputs where the
     kernels need them."""
@@ -56,6 +69,8 @@ def backend(device: str, name: str, cpp_wrapper: bool) -> Iterator[tuple[dict[st
     if device == "cuda":
         knobs["cuda_backend"] = "triton" if name == "triton" else "halide_xpu"
         move = lambda t: t.cuda()  # noqa: E731
+        if name in LAUNCHES:
+            scope = _cuda_launch(LAUNCHES[name])
     else:
         knobs["cpu_backend"] = "cpp" if name == "cpp" else "halide_xpu"
         if name != "cpp":
@@ -135,7 +150,7 @@ def main() -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         print("no CUDA device", file=sys.stderr)
         return 2
-    names = ["triton", "halide_xpu"] if args.device == "cuda" else ["cpp", "host", "opencl", "sycl"]
+    names = ["triton", *LAUNCHES] if args.device == "cuda" else ["cpp", "host", "opencl", "sycl"]
     rows, prepared = [], []
     for name in names:
         for cpp in (False, True):

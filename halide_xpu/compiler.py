@@ -67,6 +67,10 @@ static inline void hx_buffer(halide_buffer_t *b, halide_dimension_t *dims, int n
 # float32 sums ran past the end: wrong values, and a crashed process on Intel's OpenCL CPU device). Offsets are
 # right, so launches get room for the padding: the kernel object's launch call is renamed to these wrappers.
 LAUNCH_RENAMES = {"opencl": "halide_opencl_run", "cuda": "halide_cuda_run"}
+# CUDA kernels' module and launch calls, renamed to the runtime's direct launch (native/cuda_hooks.cpp) unless the
+# kernel was built with config.cuda_launch = "halide"
+DIRECT_CUDA = {"halide_cuda_initialize_kernels": "hx_cuda_direct_initialize",
+               "halide_cuda_finalize_kernels": "hx_cuda_direct_finalize", "halide_cuda_run": "hx_cuda_direct_run"}
 
 LAUNCH_WRAPPER = """\
 extern "C" int {real}(void *, void *, const char *, int, int, int, int, int, int, int, size_t *, void **, int8_t *);
@@ -325,19 +329,24 @@ def build(meta: KernelMeta, source: str, workdir: Path, caps: Optional[DeviceCap
         for obj in objects:
             _redefine_symbols(obj, USM_RENAMES)
         device_binary.save_source(workdir / "kernel.o", workdir / device_binary.SOURCE_FILE)
+    direct = meta.target == "cuda" and not meta.halide_launch
     if meta.target in LAUNCH_RENAMES:  # room for Halide's shared-memory padding (LOCAL_SLACK)
         real = LAUNCH_RENAMES[meta.target]
         for obj in objects:
             _redefine_symbols(obj, {real: f"hx_{meta.target}_run"})
-        glue += LAUNCH_WRAPPER.format(real=real, api=meta.target, slack=LOCAL_SLACK)
+        glue += LAUNCH_WRAPPER.format(real=DIRECT_CUDA[real] if direct else real, api=meta.target, slack=LOCAL_SLACK)
     if meta.target == "cuda":
         if marked:
             ptx.check_markers(meta.halide_target)
         ptx.tag_kernel_names(workdir / "kernel.o", kernel_key(meta, source)[:5])  # kernel names per pipeline
-        fast = ptx.rewrite_object(workdir / "kernel.o", meta.fast_math)
+        init = DIRECT_CUDA[ptx.INIT_SYMBOL] if direct else ptx.INIT_SYMBOL
+        fast = ptx.rewrite_object(workdir / "kernel.o", meta.fast_math, init)
         if fast:
             _redefine_symbols(workdir / "kernel.o", {ptx.INIT_SYMBOL: ptx.GLUE_SYMBOL})
             glue += fast
+        if direct:
+            for obj in objects:
+                _redefine_symbols(obj, {k: v for k, v in DIRECT_CUDA.items() if k != "halide_cuda_run"})
     (workdir / "glue.cpp").write_text(glue)
     (workdir / "schedule.txt").write_text("\n".join(lines) + "\n")
     subprocess.run(

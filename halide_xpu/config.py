@@ -11,6 +11,7 @@ log = logging.getLogger(__name__)
 
 CPU_TARGETS = ("opencl", "host", "sycl")  # sycl: the XPU runtime (USM, SYCL queue) emulated on a CPU device
 CUDA_TARGETS = ("cuda",)  # CUDA tensors need a CUDA-pointer target; OpenCL on NVIDIA runs via cpu_target
+CUDA_LAUNCHES = ("direct", "halide")
 XPU_TARGETS = ("sycl",)  # torch XPU tensors are USM pointers on a SYCL queue (usm.py)
 SCHEDULERS = ("explicit", "Mullapudi2016", "Adams2019", "Li2018", "Anderson2021")
 DEVICE_TYPES = ("cpu", "gpu", "accelerator")
@@ -110,6 +111,10 @@ _KNOBS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     # PTX rewrite matched marker chains across the kernels of a module; matched per kernel, Llama and GPT-2 fp32
     # training agree with eager to 1.7e-6 / 6.1e-6 and the CUDA op, training and special-value suites pass with it
     "cuda_fast_math": (_bool, True),
+    # CUDA kernels' launch path: "direct" (native/cuda_hooks.cpp: module and functions cached per pipeline and
+    # context, cuLaunchKernel on torch's stream) or "halide" (Halide's CUDA runtime: context push/pop, a module
+    # lookup and cuModuleGetFunction per call); "halide" is kept for comparison (benchmarks/bench_wrapper.py)
+    "cuda_launch": (_choice("cuda_launch", CUDA_LAUNCHES), "direct"),
     # device kernels on CPU and XPU tensors check indirect/computed indices and integer divisors as eager does,
     # through an error word computed before the kernel and read back after it (kernel.device_check); CUDA kernels
     # check indices with a device-side assert, as eager CUDA does (halide_helpers.index_checked): off, such a
@@ -214,6 +219,7 @@ scheduler: str
 fallback: bool
 asserts: bool
 cuda_fast_math: bool
+cuda_launch: str
 device_checks: bool
 cache_dir: str
 scan_kernels: str

@@ -467,6 +467,7 @@ class HalideXpuKernel(HalideKernel):
             device_index=max(device.index or 0, 0),
             device_type=device.type,
             fast_math=self.fast_math(),
+            halide_launch=target == "cuda" and config.cuda_launch == "halide",
             snapshots=self._snapshots(args),
             inplace=self._inplace(),
             ordered_stores=tuple(sorted(self.ordered_outputs)),

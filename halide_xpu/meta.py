@@ -116,6 +116,7 @@ class KernelMeta:
     ordered_stores: tuple[str, ...] = ()  # outputs whose indirect stores write an element several times, last wins
     error_word: bool = False  # device checks: a check pipeline computes an error word before the kernel runs
     scalar_lanes: bool = False  # built for pointers off the vector alignment: every lane unrolled (no vector access)
+    halide_launch: bool = False  # CUDA: launched through Halide's runtime, not the direct launch (config.cuda_launch)
 
     @property
     def pointer_alignment(self) -> int:

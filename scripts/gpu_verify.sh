@@ -7,7 +7,8 @@
 # ut/resume/gputests_<backend>.json, is resumed. Writes $OUT/verify.tar.
 #   bash scripts/gpu_verify.sh tests gputests        stages: tests, gputests, triton (GPUTests on Triton too),
 #   probe (AOTInductor CUDA, halide-xpu and Triton, in a fresh process and the SIGABRT GPUTest under a native-stack
-#   printer), householder (householder backward's OpInfo samples on cuda and Triton)
+#   printer), householder (householder backward's OpInfo samples on cuda and Triton), bench (bench_wrapper.py and
+#   bench_aoti.py on cuda, after the other stages)
 # Knobs: GPU_VERIFY_UT_ARGS (e.g. --filter REGEX), GPU_VERIFY_WALL_S (default 450: no new test after it), GPU_VERIFY_JOBS (GPUTests workers, default 8).
 set -u
 source scripts/gpu_env.sh
@@ -57,5 +58,11 @@ if [[ $stages == *" householder "* ]]; then
    done) &
 fi
 wait
+# benchmarks after everything else (alone on the GPU and the host): launch cost per wrapper, AOTInductor step time
+if [[ $stages == *" bench "* ]]; then
+  timeout 300 python3 benchmarks/bench_wrapper.py --device cuda --out "$R/bench" > "$R/bench_wrapper.log" 2>&1
+  LD_PRELOAD=$(g++ -print-file-name=libstdc++.so.6 2>/dev/null || echo libstdc++.so.6) timeout 300 \
+    python3 benchmarks/bench_aoti.py --device cuda --out "$R/bench" > "$R/bench_aoti.log" 2>&1
+fi
 for f in "$R"/*.log; do echo "== $f"; tail -n 2 "$f"; done
 tar cf "$OUT/verify.tar" -C "$OUT" verify

@@ -384,3 +384,37 @@ def test_kernel_names_are_tagged_per_pipeline(tmp_path):
                            for e in entries)
     with pytest.raises(ValueError):
         ptx.tag_kernel_names(obj, "xyz")
+
+
+@pytest.mark.parametrize("halide_launch", [False, True], ids=["direct", "halide"])
+@pytest.mark.parametrize("fast_math", [False, True], ids=["plain", "fast_math"])
+def test_cuda_kernel_library_binds_its_launch_path(tmp_path: Path, halide_launch: bool, fast_math: bool) -> None:
+    """A CUDA kernel library calls the runtime's direct launch (native/cuda_hooks.cpp) for its module, launches and
+    finalisation, with and without the PTX-rewrite glue; built with config.cuda_launch="halide" it calls Halide's
+    runtime. The symbols are checked in the built library (the launch itself runs on the GPU machine's suite)."""
+    from halide_xpu import compiler
+    from halide_xpu.meta import ArgSpec, KernelMeta, LoopVar
+    from halide_xpu.target.targets import DeviceCaps
+
+    source = "\n".join([
+        "import halide as hl", "from halide_xpu import halide_helpers as hx", "def algorithm():",
+        "    in_ptr0 = hl.ImageParam(hl.Float(32), 1, 'in_ptr0')",
+        "    out_ptr0 = hl.Func(hl.Float(32), 1, 'out_ptr0')", "    h0 = hl.Var('h0')",
+        "    out_ptr0[h0,] = in_ptr0[h0] / (in_ptr0[h0] + hl.f32(1.0))",
+        "    in_ptr0.dim(0).set_bounds(0, 64).set_stride(1)",
+        "    out_ptr0.output_buffer().dim(0).set_bounds(0, 64).set_stride(1)", "    return locals()", ""])
+    meta = KernelMeta(args=(ArgSpec("in_ptr0", "in", "float32", ("64",), ("1",)),
+                            ArgSpec("out_ptr0", "out", "float32", ("64",), ("1",))),
+                      target="cuda", halide_target=CUDA_TARGET, loop_vars=(LoopVar("h0", "64"),),
+                      outputs=("out_ptr0",), device_type="cuda", fast_math=fast_math, halide_launch=halide_launch)
+    caps = DeviceCaps(True, 132, 4, max_work_group=1024, sub_group=32, local_mem=48 * 1024)
+    compiler.build(meta, source, tmp_path, caps)
+    undefined = set(subprocess.run(["nm", "-D", "--undefined-only", str(tmp_path / "kernel.so")], capture_output=True,
+                                   text=True, check=True).stdout.split())
+    direct = set(compiler.DIRECT_CUDA.values())
+    halide = set(compiler.DIRECT_CUDA)
+    assert (fast_math and "hx_ptx" in (tmp_path / "glue.cpp").read_text()) or not fast_math
+    if halide_launch:
+        assert halide <= undefined and not direct & undefined, undefined
+    else:
+        assert direct <= undefined and not halide & undefined, undefined

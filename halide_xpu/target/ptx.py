@@ -264,14 +264,15 @@ def rewrite(ptx: str, fast_division: bool = True) -> tuple[str, dict[str, int]]:
     return out, counts
 
 
-def glue_source(ptx: str) -> str:
-    """C++ for a kernel's glue: the renamed module initialiser, passing the rewritten PTX to Halide's runtime."""
+def glue_source(ptx: str, init: str = INIT_SYMBOL) -> str:
+    """C++ for a kernel's glue: the renamed module initialiser, passing the rewritten PTX to the runtime's ``init``
+    (Halide's, or the direct launch's)."""
     return f"""
-extern "C" int {INIT_SYMBOL}(void *user_context, void **state_ptr, const char *src, int size);
+extern "C" int {init}(void *user_context, void **state_ptr, const char *src, int size);
 static const char hx_ptx[] = R"{_RAW_DELIMITER}({ptx}){_RAW_DELIMITER}";
 extern "C" __attribute__((visibility("hidden"))) int {GLUE_SYMBOL}(void *user_context, void **state_ptr,
                                                                  const char *, int) {{
-  return {INIT_SYMBOL}(user_context, state_ptr, hx_ptx, (int)sizeof(hx_ptx));
+  return {init}(user_context, state_ptr, hx_ptx, (int)sizeof(hx_ptx));
 }}
 """
 
@@ -321,7 +322,7 @@ def tag_kernel_names(obj_path: Path, tag: str) -> int:
     return count
 
 
-def rewrite_object(obj_path: Path, fast_division: bool) -> str:
+def rewrite_object(obj_path: Path, fast_division: bool, init: str = INIT_SYMBOL) -> str:
     """Glue C++ carrying the rewritten PTX of the kernel object at ``obj_path``, or '' when the module needs no
     change. The caller renames the object's ``INIT_SYMBOL`` to ``GLUE_SYMBOL`` when it uses the glue."""
     data = obj_path.read_bytes()
@@ -335,4 +336,4 @@ def rewrite_object(obj_path: Path, fast_division: bool) -> str:
     if new == ptx:
         return ""
     log.debug("PTX rewrites in %s: %s", obj_path, counts)
-    return glue_source(new)
+    return glue_source(new, init)
