@@ -14,7 +14,6 @@ import argparse
 import datetime
 import json
 import platform
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -26,7 +25,7 @@ import torch.nn.functional as F
 import halide_xpu
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_cpu import per_call_us  # noqa: E402
+from bench_cpu import commit as bench_commit, per_call_us  # noqa: E402
 
 
 class Block(torch.nn.Module):
@@ -134,7 +133,7 @@ def main() -> int:
     for r in rows:
         if anchor and "step_us" in r:
             r["vs_anchor"] = r["step_us"] / anchor
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = bench_commit()
     dev = torch.cuda.get_device_name() if args.device == "cuda" else platform.processor() or platform.machine()
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "commit": commit,
             "device": dev, "torch": torch.__version__,

@@ -34,6 +34,20 @@ BACKENDS = {
 }
 
 
+def commit() -> str:
+    """``HALIDE_XPU_COMMIT`` where set (a copy of the tree whose git history may lag, as on the GPU machine), else
+    the checkout's HEAD."""
+    import subprocess
+
+    if os.environ.get("HALIDE_XPU_COMMIT"):
+        return os.environ["HALIDE_XPU_COMMIT"]
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=Path(__file__).parent).stdout.strip()
+    except OSError:
+        return ""
+
+
 def per_call_us(fn: Callable[[], Any], min_time: float) -> float:
     """Per-call wall time in µs: best of 7 timed batches (each ≥ min_time/5 s) after warm-up."""
     for _ in range(3):

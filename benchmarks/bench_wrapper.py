@@ -15,7 +15,6 @@ import datetime
 import json
 import platform
 import re
-import subprocess
 import sys
 import types
 from pathlib import Path
@@ -27,7 +26,7 @@ from torch._inductor.utils import run_and_get_code
 import halide_xpu
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_cpu import bound_inductor, per_call_us  # noqa: E402
+from bench_cpu import bound_inductor, commit as bench_commit, per_call_us  # noqa: E402
 
 STEPS = (1, 9)
 # halide-xpu on CUDA, by launch path (config.cuda_launch): the runtime's direct launch and Halide's own
@@ -167,7 +166,7 @@ def main() -> int:
     for r in rows:
         if "error" not in r and r["wrapper"] in anchor and anchor[r["wrapper"]]["per_kernel_us"] == anchor[r["wrapper"]]["per_kernel_us"]:
             r["vs_anchor"] = r["per_kernel_us"] / anchor[r["wrapper"]]["per_kernel_us"]
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = bench_commit()
     dev = torch.cuda.get_device_name() if args.device == "cuda" else platform.processor() or platform.machine()
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "commit": commit,
             "device": dev, "torch": torch.__version__, "numel": args.numel, "steps": STEPS, "rounds": args.rounds}

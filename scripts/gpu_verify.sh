@@ -9,14 +9,17 @@
 #   probe (AOTInductor CUDA, halide-xpu and Triton, in a fresh process and the SIGABRT GPUTest under a native-stack
 #   printer), householder (householder backward's OpInfo samples on cuda and Triton), bench (bench_wrapper.py and
 #   bench_aoti.py on cuda, after the other stages)
-# Knobs: GPU_VERIFY_UT_ARGS (e.g. --filter REGEX), GPU_VERIFY_WALL_S (default 450: no new test after it), GPU_VERIFY_JOBS (GPUTests workers, default 8).
+# Knobs: GPU_VERIFY_UT_ARGS (e.g. --filter REGEX), GPU_VERIFY_WALL_S (default 450: no new test after it), GPU_VERIFY_JOBS
+# (GPUTests workers, default 8), GPU_VERIFY_BENCH_S (each benchmark's limit, default 150), HALIDE_XPU_COMMIT (the
+# commit to record: the device copy's .git may lag the working tree). Keep the whole call under the run's limit: the
+# tar of everything is made last, and a call returns at most 8 files.
 set -u
 source scripts/gpu_env.sh
 [ -f .whl_ut/ut.tar.xz ] && tar xJf .whl_ut/ut.tar.xz -C /tmp/site2
 OUT=${OUT:-/tmp/out}
 R=$OUT/verify
 mkdir -p "$R"
-COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+COMMIT=${HALIDE_XPU_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}  # the caller's: .git may lag
 export HALIDE_XPU_COMMIT=$COMMIT
 WALL=${GPU_VERIFY_WALL_S:-450}
 JOBS=${GPU_VERIFY_JOBS:-8}
@@ -60,9 +63,12 @@ fi
 wait
 # benchmarks after everything else (alone on the GPU and the host): launch cost per wrapper, AOTInductor step time
 if [[ $stages == *" bench "* ]]; then
-  timeout 300 python3 benchmarks/bench_wrapper.py --device cuda --out "$R/bench" > "$R/bench_wrapper.log" 2>&1
-  LD_PRELOAD=$(g++ -print-file-name=libstdc++.so.6 2>/dev/null || echo libstdc++.so.6) timeout 300 \
+  B=${GPU_VERIFY_BENCH_S:-150}
+  timeout "$B" python3 benchmarks/bench_wrapper.py --device cuda --rounds 7 --out "$R/bench" > "$R/bench_wrapper.log" 2>&1
+  LD_PRELOAD=$(g++ -print-file-name=libstdc++.so.6 2>/dev/null || echo libstdc++.so.6) timeout "$B" \
     python3 benchmarks/bench_aoti.py --device cuda --out "$R/bench" > "$R/bench_aoti.log" 2>&1
 fi
-for f in "$R"/*.log; do echo "== $f"; tail -n 2 "$f"; done
+# one summary file (only 8 files come back from a call): each log's last lines, failures in full
+for f in "$R"/*.log; do echo "== $f"; grep -E "^(FAILED|ERROR)" "$f"; tail -n 2 "$f"; done > "$R/summary.txt" 2>&1
+cat "$R/summary.txt"
 tar cf "$OUT/verify.tar" -C "$OUT" verify

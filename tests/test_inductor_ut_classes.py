@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch._inductor.utils import run_and_get_code
 
-from conftest import compile_and_check, on_target
+import halide_xpu
+from conftest import KERNEL_CALL, compile_and_check, on_target
 
 aten = torch.ops.aten
 PADDINGS = [[0, 0, 0, 0], [1, 1, 1, 1], [1, 2, 3, 4], [0, -1, 2, 2], [-1, 0, 2, 2], [2, 2, 0, -1], [2, 2, -1, 0]]
@@ -229,3 +231,42 @@ def test_fma_rounds_once_on_cuda() -> None:
     twice = a * b + c
     assert np.array_equal(results["cuda"], once) and np.array_equal(results["opencl"], twice)
     assert (once != twice).mean() > 0.1  # the case is real: many elements differ by the second rounding
+
+
+@pytest.mark.parametrize("value", [1.0, 2.5])
+def test_addcmul_bitwise_equal_to_eager_on_cuda(target: str, value: float) -> None:
+    """GPUTests ``addcmul_fma_bitwise_equal`` (with ``emulate_precision_casts``, as there): eager CUDA computes
+    ``fma(t1, t2, self)`` for value 1 and ``fma(value, t1 * t2, self)`` otherwise, and Inductor lowers both to
+    ``ops.fma``. A mismatch names the rounding each side matches (the float64 fma, or a separate multiply and add)."""
+    if target != "cuda":
+        pytest.skip("the fma lowering is GPU-only (Inductor uses it on cuda and xpu devices)")
+    s, t1, t2 = (torch.randn(64, 64, device="cuda") for _ in range(3))
+    with torch._inductor.config.patch(emulate_precision_casts=True):
+        compiled = torch.compile(lambda s, a, b: torch.addcmul(s, a, b, value=value), fullgraph=True)
+        halide_xpu.stats.reset()
+        actual, codes = run_and_get_code(compiled, s, t1, t2)
+    assert KERNEL_CALL.search("\n".join(codes)) and not halide_xpu.stats.fallbacks
+    expected = torch.addcmul(s, t1, t2, value=value)
+    if not torch.equal(actual, expected):
+        p = t1 * t2 if value != 1 else t1.double() * t2.double()
+        once = (value * p.double() + s.double()).float()
+        apart = s + value * (t1 * t2)
+        counts = {name: {"eager": int((ref != expected).sum()), "ours": int((ref != actual).sum())}
+                  for name, ref in (("fma via float64", once), ("multiply then add", apart))}
+        source = "\n".join(codes)
+        start = source.find("def algorithm")
+        import re
+        from pathlib import Path
+
+        from halide_xpu import compiler
+        from halide_xpu.target import ptx
+
+        arithmetic = []
+        for launcher in compiler._memory.values():
+            if launcher.meta.target == "cuda":  # every module in the library (the rewritten one comes last)
+                for module in Path(launcher.library).read_bytes().split(ptx.HEADER)[1:]:
+                    text = module.split(b"\0")[0].decode("ascii", "replace")
+                    arithmetic += ["--- module"] + [l.strip() for l in text.splitlines()
+                                                    if re.search(r"\b(fma|mul|add|cvt)\.[a-z0-9.]*f(32|64)", l)]
+        pytest.fail(f"{int((actual != expected).sum())} of 4096 differ; mismatches per reference: {counts}\n"
+                    f"{source[start:start + 1500]}\nPTX arithmetic:\n" + "\n".join(arithmetic[:60]))
