@@ -108,9 +108,12 @@ static std::string hx_locate(const char *name, const char *built) {
     if (f) { fclose(f); return beside; }
     return built;
 }
-static void *hx_kernel_symbol(const char *runtime, const char *runtime_built, const char *library,
-                              const char *library_built, const char *symbol) {
-    if (!dlopen(hx_locate(runtime, runtime_built).c_str(), RTLD_NOW | RTLD_GLOBAL))
+// ``required``: a symbol of the runtime the kernel needs. A process that has such a runtime already (halide_xpu
+// loaded one, or an earlier package did) keeps it: a second copy would bring a second device-allocation pool and
+// module cache, and Halide's exit hooks of both copies would release the same device state.
+static void *hx_kernel_symbol(const char *runtime, const char *runtime_built, const char *required,
+                              const char *library, const char *library_built, const char *symbol) {
+    if (!dlsym(RTLD_DEFAULT, required) && !dlopen(hx_locate(runtime, runtime_built).c_str(), RTLD_NOW | RTLD_GLOBAL))
         throw std::runtime_error(std::string("halide_xpu: cannot load the Halide runtime: ") + dlerror());
     // the runtime the kernels bind to: the first one loaded globally
     auto set_handler = reinterpret_cast<hx_error_handler_t (*)(hx_error_handler_t)>(dlsym(RTLD_DEFAULT, "halide_set_error_handler"));
@@ -152,6 +155,8 @@ static void hx_prepare_opencl(const char *const *preload, const char *const *env
 # crash in AOTInductor's own device-string regex unless the system libstdc++ is preloaded, Triton's packages exactly
 # alike (README, "AOTInductor on CUDA"). sycl needs dpctl's queue and USM tensors set up by halide_xpu's Python.
 AOT_TARGETS = ("host", "opencl", "cuda")
+# a symbol of our Halide runtime that a kernel of the target needs (native/*.cpp, Halide's OpenCL module)
+RUNTIME_MARKERS = {"host": "hx_local_bytes", "opencl": "halide_opencl_run", "cuda": "hx_cuda_direct_run"}
 
 
 def prepare(target: str) -> None:
@@ -294,7 +299,7 @@ def kernel_definition(kernel_name: str, meta: KernelMeta, library: str, aot_file
         if aot_files is None:
             return f"{json.dumps(_PREPARE.format(target=meta.target))}, {json.dumps(lib)}"
         runtime, kernel = _packaged(lib, aot_files)
-        return ", ".join(json.dumps(p) for p in (*runtime, *kernel))
+        return ", ".join(json.dumps(p) for p in (*runtime, RUNTIME_MARKERS[meta.target], *kernel))
 
     header = (_HEADER if aot_files is None else _AOT_HEADER) + (_DEVICE_COPY if meta.device_type != "cpu" else "")
     scalar = []

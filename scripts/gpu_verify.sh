@@ -8,7 +8,8 @@
 #   bash scripts/gpu_verify.sh tests gputests        stages: tests, gputests, triton (GPUTests on Triton too),
 #   probe (AOTInductor CUDA, halide-xpu and Triton, in a fresh process and the SIGABRT GPUTest under a native-stack
 #   printer), householder (householder backward's OpInfo samples on cuda and Triton), bench (bench_wrapper.py and
-#   bench_aoti.py on cuda, after the other stages)
+#   bench_aoti.py on cuda, after the other stages), profile (scripts/probe_wrapper_cuda.py: a step's host and device
+#   time per wrapper, Triton and ours), addcmul (scripts/probe_addcmul_cuda.py)
 # Knobs: GPU_VERIFY_UT_ARGS (e.g. --filter REGEX), GPU_VERIFY_WALL_S (default 450: no new test after it), GPU_VERIFY_JOBS
 # (GPUTests workers, default 8), GPU_VERIFY_BENCH_S (each benchmark's limit, default 150), HALIDE_XPU_COMMIT (the
 # commit to record: the device copy's .git may lag the working tree). Keep the whole call under the run's limit: the
@@ -28,8 +29,8 @@ JOBS=${GPU_VERIFY_JOBS:-8}
 stages=" $* "
 
 if [[ $stages == *" tests "* ]]; then
-  # every test file's CUDA cases, six files at a time
-  ls tests/test_*.py | timeout $((WALL + 100)) xargs -P 6 -I{} sh -c \
+  # every test file's CUDA cases (GPU_VERIFY_TESTS: a glob of files), six files at a time
+  ls ${GPU_VERIFY_TESTS:-tests/test_*.py} | timeout $((WALL + 100)) xargs -P 6 -I{} sh -c \
     'timeout '"$WALL"' python3 -m pytest -q -p no:cacheprovider "{}" -k cuda > "'"$R"'/$(basename {} .py).log" 2>&1' &
 fi
 
@@ -68,7 +69,16 @@ if [[ $stages == *" bench "* ]]; then
   LD_PRELOAD=$(g++ -print-file-name=libstdc++.so.6 2>/dev/null || echo libstdc++.so.6) timeout "$B" \
     python3 benchmarks/bench_aoti.py --device cuda --out "$R/bench" > "$R/bench_aoti.log" 2>&1
 fi
+if [[ $stages == *" addcmul "* ]]; then
+  timeout 120 python3 scripts/probe_addcmul_cuda.py > "$R/probe_addcmul.log" 2>&1
+fi
+if [[ $stages == *" profile "* ]]; then  # where a step's time goes per wrapper; a crash at exit shows as its rc
+  LD_PRELOAD=$(g++ -print-file-name=libstdc++.so.6 2>/dev/null || echo libstdc++.so.6) timeout 240 \
+    python3 scripts/probe_wrapper_cuda.py "$R/bench" > "$R/probe_wrapper.log" 2>&1
+  echo "probe_wrapper_cuda.py exit status $?" >> "$R/probe_wrapper.log"
+fi
 # one summary file (only 8 files come back from a call): each log's last lines, failures in full
-for f in "$R"/*.log; do echo "== $f"; grep -E "^(FAILED|ERROR)" "$f"; tail -n 2 "$f"; done > "$R/summary.txt" 2>&1
+{ for f in "$R"/*.log; do echo "== $f"; grep -E "^(FAILED|ERROR)" "$f"; tail -n 2 "$f"; done
+  cat "$R"/probe_wrapper.log "$R"/probe_addcmul.log 2>/dev/null; } > "$R/summary.txt" 2>&1
 cat "$R/summary.txt"
 tar cf "$OUT/verify.tar" -C "$OUT" verify

@@ -5,6 +5,7 @@ import logging
 import re
 import os
 import subprocess
+from pathlib import Path
 import sys
 import textwrap
 
@@ -147,6 +148,12 @@ def test_aoti_packages_our_kernels(tmp_path, monkeypatch: pytest.MonkeyPatch, ao
     assert not imported_runtime
     if aot_target == "opencl":  # the kernels ran on the OpenCL device the package recorded
         assert "libintelocl" in maps or "pocl" in maps, "no OpenCL device runtime was loaded"
+    # loaded where halide_xpu's runtime is (this process): the package uses it, no second copy of the runtime
+    # (two copies mean two device-allocation pools and module caches, and both copies' exit hooks)
+    loaded = torch._inductor.aoti_load_package(path)
+    for args in inputs:
+        torch.testing.assert_close(loaded(*args), _Exported()(*args))
+    assert "hx_runtime_" not in Path("/proc/self/maps").read_text()
 
 
 def test_aoti_falls_back_with_a_logged_reason(tmp_path, caplog: pytest.LogCaptureFixture,
