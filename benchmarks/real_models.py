@@ -31,7 +31,7 @@ import halide_xpu  # noqa: E402
 from halide_xpu import stats  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_cpu import bound_inductor  # noqa: E402
+from bench_cpu import bound_inductor, commit as _commit  # noqa: E402
 
 # norm-wise relative error allowed against eager in the same dtype (bf16: two roundings of every intermediate)
 TOLERANCE = {torch.float32: 2e-3, torch.bfloat16: 5e-2}
@@ -296,20 +296,6 @@ def write(out: Path, records: list[dict[str, Any]], meta: dict[str, Any]) -> Non
                      f"{ms.get('ours', '')} | {ms.get('inductor', '')} | {ms.get('eager', '')} | {ratio} | "
                      f"{r.get('kernels', '')} | {r.get('commit', meta.get('commit', ''))} | {note} |")
     (out / "real_models.md").write_text("\n".join(lines) + "\n")
-
-
-def _commit() -> str:
-    """``HALIDE_XPU_COMMIT`` where set (a copy of the tree without its own git history, as on the GPU machine),
-    else the checkout's HEAD."""
-    import subprocess
-
-    if os.environ.get("HALIDE_XPU_COMMIT"):
-        return os.environ["HALIDE_XPU_COMMIT"]
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(__file__).parent).stdout.strip()
-    except OSError:
-        return ""
 
 
 def main() -> int:
