@@ -7,7 +7,8 @@
 # ut/resume/gputests_<backend>.json, is resumed. Writes $OUT/verify.tar.
 #   bash scripts/gpu_verify.sh tests gputests        stages: tests, gputests, triton (GPUTests on Triton too),
 #   probe (AOTInductor CUDA, halide-xpu and Triton, in a fresh process and the SIGABRT GPUTest under a native-stack
-#   printer), householder (householder backward's OpInfo samples on cuda and Triton), bench (bench_wrapper.py and
+#   printer), householder (householder backward's OpInfo samples on cuda and Triton), harvest (real_models.py --kernel-table
+#   on GPU_VERIFY_MODELS/_DTYPES/_MODES, default gpt2,llama,bert bf16 training, plus our kernels' sources), bench (bench_wrapper.py and
 #   bench_aoti.py on cuda, after the other stages), profile (scripts/probe_wrapper_cuda.py: a step's host and device
 #   time per wrapper, Triton and ours), addcmul (scripts/probe_addcmul_cuda.py)
 # Knobs: GPU_VERIFY_UT_ARGS (e.g. --filter REGEX), GPU_VERIFY_WALL_S (default 450: no new test after it), GPU_VERIFY_JOBS
@@ -68,6 +69,15 @@ if [[ $stages == *" bench "* ]]; then
   timeout "$B" python3 benchmarks/bench_wrapper.py --device cuda --rounds 7 --out "$R/bench" > "$R/bench_wrapper.log" 2>&1
   LD_PRELOAD=$(g++ -print-file-name=libstdc++.so.6 2>/dev/null || echo libstdc++.so.6) timeout "$B" \
     python3 benchmarks/bench_aoti.py --device cuda --out "$R/bench" > "$R/bench_aoti.log" 2>&1
+fi
+if [[ $stages == *" harvest "* ]]; then  # harvested-kernel tables (ours vs Triton per node group) + our kernels' sources
+  HARVEST_CACHE=/tmp/hx_harvest_cache
+  HALIDE_XPU_CACHE_DIR=$HARVEST_CACHE timeout "${GPU_VERIFY_HARVEST_S:-420}" python3 benchmarks/real_models.py \
+    --device cuda --models "${GPU_VERIFY_MODELS:-gpt2,llama,bert}" --dtypes "${GPU_VERIFY_DTYPES:-bfloat16}" \
+    --modes "${GPU_VERIFY_MODES:-train}" --kernel-table --reps 3 --out "$R/harvest" > "$R/harvest.log" 2>&1
+  echo "real_models.py exit status $?" >> "$R/harvest.log"
+  (cd "$HARVEST_CACHE" && find . \( -name kernel.py -o -name meta.repr -o -name schedule.txt \) -print0 \
+     | tar cf "$R/harvest_sources.tar" --null -T -) 2>/dev/null
 fi
 if [[ $stages == *" addcmul "* ]]; then
   timeout 120 python3 scripts/probe_addcmul_cuda.py > "$R/probe_addcmul.log" 2>&1
