@@ -72,6 +72,7 @@ class LoopVar:
     extent: str
     reduction: bool = False
     contiguous: bool = False  # indexes a stride-1 dimension of some input
+    contiguous_bytes: int = 0  # bytes of the inputs it indexes on their stride-1 dimension (size hints)
 
     @property
     def static_extent(self) -> Optional[int]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,8 @@ import halide as hl
 from halide_xpu import compiler, meta as meta_mod
 from halide_xpu.target.targets import CUDA_SHARED_BYTES, DeviceCaps
 
+ITEMSIZE = {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2, "int16": 2, "int8": 1,
+            "uint8": 1, "bool": 1}
 H100 = DeviceCaps(True, 132, 4, max_work_group=1024, sub_group=32, local_mem=CUDA_SHARED_BYTES)
 CUDA_TARGET = "x86-64-linux-cuda-cuda_capability_86-user_context-strict_float-no_runtime"
 
@@ -21,6 +25,27 @@ CUDA_TARGET = "x86-64-linux-cuda-cuda_capability_86-user_context-strict_float-no
 def load_meta(entry: Path) -> meta_mod.KernelMeta:
     names = {n: getattr(meta_mod, n) for n in dir(meta_mod) if not n.startswith("_")}
     return eval((entry / "meta.repr").read_text(), {"__builtins__": {}}, names)  # noqa: S307 (our own records)
+
+
+def with_contiguous_bytes(meta: meta_mod.KernelMeta, source: str) -> meta_mod.KernelMeta:
+    """``meta`` with ``LoopVar.contiguous_bytes`` filled in from its inputs' layouts and the first access of each in
+    ``source`` (records harvested before that field existed carry zeros)."""
+    if any(v.contiguous_bytes for v in meta.loop_vars):
+        return meta
+    weights: dict[str, int] = {}
+    for a in meta.args:
+        if a.kind != "in" or not a.shape:
+            continue
+        m = re.search(rf"\b{a.name}\[([^\]]*)\]", source)
+        if m is None:
+            continue
+        nbytes = math.prod(int(d) if d.isdigit() else 8192 for d in a.shape) * ITEMSIZE.get(a.dtype, 4)
+        for index, stride in zip(m.group(1).split(","), a.stride):
+            if stride.strip() == "1":
+                for var in re.findall(r"\bh\d+\b", index):
+                    weights[var] = weights.get(var, 0) + nbytes
+    loop_vars = tuple(dataclasses.replace(v, contiguous_bytes=weights.get(v.name, 0)) for v in meta.loop_vars)
+    return dataclasses.replace(meta, loop_vars=loop_vars)
 
 
 def cuda_twin_meta(meta: meta_mod.KernelMeta) -> meta_mod.KernelMeta:
@@ -39,6 +64,7 @@ def replay(entry: Path, out: Path, verbose: bool) -> str:
     if meta.target == "cuda":
         meta = dataclasses.replace(meta, halide_target=CUDA_TARGET)
     source = (entry / "kernel.py").read_text()
+    meta = with_contiguous_bytes(meta, source)
     stem = out / entry.name
     stmt = lambda p, a, t: p.compile_to_lowered_stmt(f"{stem}.stmt", a, hl.StmtOutputFormat.Text, t)  # noqa: E731
     _, lines, variant = compiler.compile_scheduled(meta, source, stmt, H100 if meta.target == "cuda" else None)

@@ -91,6 +91,7 @@ class Plan:
         self.extents = {v.name: v.static_extent for v in meta.loop_vars}
         self.reduction_var_names = {v.name for v in meta.loop_vars if v.reduction}
         self.contiguous_var_names = {v.name for v in meta.loop_vars if v.contiguous}
+        self.contiguous_bytes = {v.name: v.contiguous_bytes for v in meta.loop_vars}
         self.out_specs = {a.name: a for a in meta.args if a.kind == "out"}
 
     @property
@@ -178,7 +179,10 @@ class Plan:
             loads = sum(2 * DTYPES.get(dtypes.get(m[0], "float32"), DTYPES["float32"])[3] for m in _LOAD.findall(rhs))
             fast = len(_FAST_TRANSCENDENTAL.findall(rhs))
             own = 1 + loads + exp_cost * (len(_TRANSCENDENTAL.findall(rhs)) - fast) + fast_exp_cost * fast
-            return own + sum(1 if r in staged else cost(r, staged) for r in refs(name))
+            # a Func that does not span the row (a per-row target index, a row's max) is computed once per row,
+            # not per element: staging what reads it saves nothing of its cost (BERT's log-softmax backward staged
+            # ``target == h0`` as bytes in global scratch: 2x Triton)
+            return own + sum(1 if r in staged or not spans_row(r) else cost(r, staged) for r in refs(name))
 
         staged: list[str] = []
         while True:
@@ -311,6 +315,11 @@ class Plan:
         """Whether ``var`` indexes a stride-1 dimension of some input."""
         return var.name() in self.contiguous_var_names
 
+    def most_contiguous(self, vars_: list[Any]) -> Any:
+        """The Var of ``vars_`` along which the most input bytes are stride-1 (the first where none is)."""
+        best = max(vars_, key=lambda v: (self.is_contiguous(v), self.contiguous_bytes.get(v.name(), 0)))
+        return best if self.is_contiguous(best) else vars_[0]
+
     def is_reduction_var(self, var: hl.Var) -> bool:
         return var.name() in self.reduction_var_names
 
@@ -399,8 +408,13 @@ def fused_rvar(rec: Recorder, f: hl.Func) -> hl.RVar:
 
 
 def inner_reduction(plan: Plan) -> bool:
-    """A reduction over a contiguous (stride-1) input dimension: vectorize by rfactor, not across rows."""
-    return any(v.reduction and v.contiguous for v in plan.meta.loop_vars)
+    """A reduction over a contiguous (stride-1) input dimension: vectorize by rfactor, not across rows. Where inputs
+    are stride-1 along a reduced and a kept dim, the one with more input bytes decides (a LayerNorm backward's column
+    partials read bf16 rows along the kept dim and a small rstd along the reduced one: a column reduction)."""
+    loop_vars = plan.meta.loop_vars
+    reduced = [v.contiguous_bytes for v in loop_vars if v.reduction and v.contiguous]
+    kept = [v.contiguous_bytes for v in loop_vars if not v.reduction and v.contiguous]
+    return bool(reduced) and max(reduced) >= max(kept, default=0)
 
 
 def separate_local_widths(rec: Recorder) -> None:

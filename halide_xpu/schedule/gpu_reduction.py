@@ -310,7 +310,7 @@ def _gpu_outer(rec: Recorder, plan: Plan, o: hl.Func, rows: list[hl.Var], spec: 
     Same-shaped outputs (a norm's weight and bias gradients) are computed with ``o`` by the same work-items;
     returns them."""
     label, wg = o.name(), spec.get("wg", 256)
-    x = next((v for v in rows if plan.is_contiguous(v)), rows[0])
+    x = plan.most_contiguous(rows)
     others = [v for v in rows if v.name() != x.name()]
     bx, tx = hl.Var(f"{label}_wg"), hl.Var(f"{label}_wi")
     names = [v.name() for v in o.args()]
@@ -323,6 +323,11 @@ def _gpu_outer(rec: Recorder, plan: Plan, o: hl.Func, rows: list[hl.Var], spec: 
     # instead (a training BatchNorm1d(100) updating its running stats read column 127 of 100: CpuTests'
     # test_buffer_batch_norm on opencl and sycl)
     ncols = plan.var_extent(o, x)
+    results = total([plan.var_extent(o, v) for v in rows])
+    short = (reduction_size(plan) or 0) < 256  # no chunks below: the work-items are all there is
+    if (others or short) and results is not None:  # few results (a split column sum's partials, 32 x 768): every compute
+        # unit gets a work-group (256 wide, 96 of the H200's 132 units worked, 6-7x Triton)
+        wg = max(min(plan.min_wg * 2, wg), min(wg, pow2_floor(results // max(plan.caps.parallelism, 1))))
     tail = GUARD
     if twins and ncols is not None and ncols % wg:
         if plan.tail == SHIFT and ncols >= plan.min_wg:
@@ -343,6 +348,8 @@ def _gpu_outer(rec: Recorder, plan: Plan, o: hl.Func, rows: list[hl.Var], spec: 
     ext = reduction_size(plan)
     for f in plan.reductions():
         rec(f, f.name(), "compute_at", o, tx)
+        if f.has_update_definition() and (others or ext is None or ncols is None or ext < 256):
+            _unroll_column(rec, f, ext, spec.get("unroll_outer", 4))
         if not f.has_update_definition() or others or ext is None or ncols is None or ext < 256:
             continue
         vec = spec.get("vector_outer", 1) if plan.gpu_vectors else 1  # H100: 4 lanes 1.46x Triton, 1 lane 1.16x
@@ -351,6 +358,17 @@ def _gpu_outer(rec: Recorder, plan: Plan, o: hl.Func, rows: list[hl.Var], spec: 
         if chunks:
             _final_unrolled(rec, f, chunks)
     return twins
+
+
+def _unroll_column(rec: Recorder, f: hl.Func, ext: Optional[int], unroll: int) -> None:
+    """A work-item's serial walk down its column, ``unroll`` steps at a time (a column of up to 32 whole, the second
+    stage of a split sum): their loads in flight together."""
+    unroll = ext if ext is not None and ext <= 32 else unroll
+    if ext is None or unroll < 2 or ext % unroll or (ext < 2 * unroll and unroll != ext) or len(f.rvars(0)) != 1:
+        return
+    ro, ri = hl.RVar(f"{f.name()}_co"), hl.RVar(f"{f.name()}_ci")
+    rec(f.update(), f"{f.name()}.update()", "split", f.rvars(0)[0], ro, ri, unroll, GUARD)
+    rec(f.update(), f"{f.name()}.update()", "unroll", ri)
 
 
 def _dividing_work_group(n: int, largest: int, smallest: int) -> Optional[int]:
@@ -403,7 +421,7 @@ def _column_chunks(rec: Recorder, plan: Plan, f: hl.Func, ext: int, ncols: int, 
     if unroll > 1 and rows >= 4 * unroll:  # whole unrolled steps: every work-item's loads in flight together
         rows = -(-rows // unroll) * unroll
         chunks = -(-ext // rows)
-    fx = next((v for v in f.args() if plan.is_contiguous(v)), f.args()[0])
+    fx = plan.most_contiguous(list(f.args()))
     ro, ri, c = hl.RVar(f"{f.name()}_ro"), hl.RVar(f"{f.name()}_ri"), hl.Var(f"{f.name()}_chunk")
     lbl = f"{f.name()}.update()"
     rec(f.update(), lbl, "split", fused_rvar(rec, f), ro, ri, rows, GUARD)

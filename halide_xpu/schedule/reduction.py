@@ -99,7 +99,7 @@ def _host_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
             _host_vectorize_reduction(rec, plan, f, (o, at), vec)
         elif f.args():
             # per output vector its extent along x is exactly ``vec``; per outer row, sweep whole input rows
-            x = next((v for v in f.args() if plan.is_contiguous(v)), f.args()[0])
+            x = plan.most_contiguous(list(f.args()))
             factor = () if per_vector else (vec, GUARD)
             rec(f, f.name(), "vectorize", x, *factor)
             rec(f.update(), f"{f.name()}.update()", "reorder", x, *f.rvars(0))
