@@ -98,12 +98,17 @@ def glue_source(meta: KernelMeta) -> str:
     check_call = list(call)
     if meta.target == "sycl":
         pointers = [a.name for a in meta.call_args if a.is_buffer]
-        body.append(f"  void *hx_any = nullptr;  // zero-size tensors may have no storage: any USM pointer of the call")
+        # hx_host_<arg>: host memory the runtime stages through USM copies (hx_usm_set_host_staging: AOTInductor
+        # packages on the CPU emulation), else a USM pointer used in place
+        body.append("  void *hx_any = nullptr;  // zero-size tensors may have no storage: any pointer of the call")
+        body.append("  bool hx_any_host = false;")
         for n in pointers:
-            body.append(f'  if ({n}) {{ if (int e = hx_usm_check_pointer(stream, {n}, "{n}")) return e; hx_any = {n}; }}')
+            body.append(f"  bool hx_host_{n} = false;")
+            body.append(f'  if ({n}) {{ int e = hx_usm_check_pointer(stream, {n}, "{n}"); if (e < 0) return e; '
+                        f"hx_host_{n} = e == 1; hx_any = {n}; hx_any_host = hx_host_{n}; }}")
         body.append("  if (!hx_any) return 0;  // every tensor is empty")
         for n in pointers:
-            body.append(f"  if (!{n}) {n} = hx_any;")
+            body.append(f"  if (!{n}) {{ {n} = hx_any; hx_host_{n} = hx_any_host; }}")
     if meta.pointer_alignment:  # see KernelMeta.pointer_alignment: the scalar_lanes build takes this call
         offsets = [f"static_cast<uint8_t *>({a.alias_of or a.name}) + ({a.offset}) * {DTYPES[a.dtype][3]}"
                    for a in meta.args if a.is_buffer]
@@ -127,9 +132,16 @@ def glue_source(meta: KernelMeta) -> str:
         ptr = f"static_cast<uint8_t *>({base}) + ({a.offset}) * {size}"
         body.append(f"  halide_buffer_t b{i};")
         if in_place:
-            body.append(f"  hx_buffer(&b{i}, d{i}, {len(a.shape)}, nullptr, {code}, {bits}, halide_buffer_flag_device_dirty);")
-            body.append(f"  b{i}.device = reinterpret_cast<uint64_t>({ptr});")
-            body.append(f"  b{i}.device_interface = {interface};")
+            indent = "  "
+            if meta.target == "sycl":
+                body.append(f"  if (hx_host_{base}) hx_buffer(&b{i}, d{i}, {len(a.shape)}, {ptr}, {code}, {bits}, {flags});")
+                body.append("  else {")
+                indent = "    "
+            body.append(f"{indent}hx_buffer(&b{i}, d{i}, {len(a.shape)}, nullptr, {code}, {bits}, halide_buffer_flag_device_dirty);")
+            body.append(f"{indent}b{i}.device = reinterpret_cast<uint64_t>({ptr});")
+            body.append(f"{indent}b{i}.device_interface = {interface};")
+            if meta.target == "sycl":
+                body.append("  }")
         else:
             body.append(f"  hx_buffer(&b{i}, d{i}, {len(a.shape)}, {ptr}, {code}, {bits}, {flags});")
         call.append(f"&b{i}")
@@ -146,6 +158,13 @@ def glue_source(meta: KernelMeta) -> str:
     lines.append(f"  for (int32_t i = 0; i < hx_n && !err; i++) err = {FN_NAME}({', '.join(call)});")
     if meta.target == "sycl" and meta.device_type == "cpu":  # emulation: host code reads the results next
         lines.append("  if (!err) hx_usm_wait(stream);")
+    if meta.target == "sycl":  # staged host memory: results back, the USM copies released
+        for i, a in enumerate(meta.args):
+            if a.kind == "out":
+                lines.append(f"  if (!err && hx_host_{a.alias_of or a.name} && b{i}.device) err = halide_copy_to_host(stream, &b{i});")
+        for i, a in enumerate(meta.args):
+            if a.is_buffer:
+                lines.append(f"  if (hx_host_{a.alias_of or a.name} && b{i}.device) halide_device_free(stream, &b{i});")
     if not in_place:  # host pointers: bring results back, release the device copies Halide made
         for i, a in enumerate(meta.args):
             if a.kind == "out":

@@ -149,14 +149,36 @@ static void hx_prepare_opencl(const char *const *preload, const char *const *env
         setenv(env[0], env[1], 0);
     }
 }
+// The sycl target without halide_xpu's Python (the CPU emulation): the runtime's USM module set up as the package
+// recorded it (dpctl's C library, sub-group size, pool limit), host tensors staged through USM copies, and an
+// in-order queue of the recorded device, made once per process.
+static void *hx_prepare_sycl(const char *dpctl, const char *filter, int sub_group, unsigned long long pool_limit) {
+    static void *made = nullptr;  // one queue for the model's kernels
+    if (made) return made;
+    auto init = reinterpret_cast<int (*)(const char *)>(dlsym(RTLD_DEFAULT, "hx_usm_init"));
+    auto why = reinterpret_cast<const char *(*)()>(dlsym(RTLD_DEFAULT, "hx_usm_init_error"));
+    auto configure = reinterpret_cast<void (*)(int, unsigned long long)>(dlsym(RTLD_DEFAULT, "hx_usm_configure"));
+    auto staging = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "hx_usm_set_host_staging"));
+    auto make_queue = reinterpret_cast<void *(*)(const char *)>(dlsym(RTLD_DEFAULT, "hx_usm_make_queue"));
+    if (!init || !why || !configure || !staging || !make_queue)
+        throw std::runtime_error("halide_xpu: the Halide runtime lacks the USM module");
+    if (init(dpctl)) throw std::runtime_error(std::string("halide_xpu: sycl set-up failed: ") + why());
+    configure(sub_group, pool_limit);
+    if (!filter) return nullptr;  // a real XPU: kernels get torch's queue, tensors are USM
+    staging(1);
+    void *queue = make_queue(filter);
+    if (!queue) throw std::runtime_error(std::string("halide_xpu: sycl set-up failed: ") + why());
+    return made = queue;
+}
 #endif
 """
 # cuda: packages of our kernels run in a fresh process (H200, torch 2.11, 2026-11-27). That machine's fresh processes
 # crash in AOTInductor's own device-string regex unless the system libstdc++ is preloaded, Triton's packages exactly
-# alike (README, "AOTInductor on CUDA"). sycl needs dpctl's queue and USM tensors set up by halide_xpu's Python.
-AOT_TARGETS = ("host", "opencl", "cuda")
+# alike (README, "AOTInductor on CUDA"). sycl: the CPU emulation (a real XPU's packages would take torch's queue).
+AOT_TARGETS = ("host", "opencl", "cuda", "sycl")
 # a symbol of our Halide runtime that a kernel of the target needs (native/*.cpp, Halide's OpenCL module)
-RUNTIME_MARKERS = {"host": "hx_local_bytes", "opencl": "halide_opencl_run", "cuda": "hx_cuda_direct_run"}
+RUNTIME_MARKERS = {"host": "hx_local_bytes", "opencl": "halide_opencl_run", "cuda": "hx_cuda_direct_run",
+                   "sycl": "hx_usm_make_queue"}
 
 
 def prepare(target: str) -> None:
@@ -236,6 +258,19 @@ def unsupported(device_type: str, target: str, aot_mode: bool) -> str | None:
     return None
 
 
+def _sycl_setup(meta: KernelMeta) -> str:
+    """C++ expression: the emulation's queue as this process sets it up (usm.default_queue), made by the package."""
+    from . import usm
+    from .target import sycl_devices
+
+    info = sycl_devices.device_info(meta.device_type, meta.device_index)
+    emulated = meta.device_type == "cpu"  # else torch's XPU queue comes with each call
+    args = (json.dumps(sycl_devices.dpctl_library()),
+            json.dumps(sycl_devices.emulation_device().filter_string) if emulated else "nullptr",
+            str(info.sub_group), f"{usm.POOL_LIMIT_BYTES}ULL")
+    return f"hx_prepare_sycl({', '.join(args)})"
+
+
 def _opencl_setup() -> str:
     """C++ statement: the opencl target's loader set-up as this process has it (opencl_devices.load_opencl and
     select_device), replayed by an AOTInductor package before it loads the Halide runtime."""
@@ -290,6 +325,8 @@ def kernel_definition(kernel_name: str, meta: KernelMeta, library: str, aot_file
     stream = []
     if meta.glue_takes_stream:  # GPU wrappers pass torch's raw stream last; the CPU sycl emulation has its queue
         stream = ["hx_current_queue()"] if meta.device_type == "cpu" else ["stream"]
+        if meta.device_type == "cpu" and aot_files is not None:
+            stream = ["hx_queue"]
         if meta.device_type != "cpu":
             params.append("void* stream")
     names = ", ".join([a.name for a in meta.call_args] + stream)
@@ -316,6 +353,8 @@ def kernel_definition(kernel_name: str, meta: KernelMeta, library: str, aot_file
         f"    using fn_t = {fn_type};",
         *([f"    static bool ready = [] {{ {setup.strip()} return true; }}();", "    (void)ready;"] if setup else []),
         f"    static fn_t fn = reinterpret_cast<fn_t>(hx_kernel_symbol({load(library)}, \"hx_launch\"));",
+        *([f"    static void *hx_queue = {_sycl_setup(meta)};", "    (void)hx_queue;"]
+          if aot_files is not None and meta.target == "sycl" else []),
         f"    int err = fn({names});",
         *scalar,
         f"    if (err) throw hx_kernel_error(\"{kernel_name}\", err);",

@@ -1,7 +1,6 @@
 """Inductor's C++ wrapper calling our kernels (cpp_wrapper=True) on every target; AOTInductor's logged fallback."""
 from __future__ import annotations
 
-import logging
 import re
 import os
 import subprocess
@@ -15,7 +14,7 @@ import torch.nn.functional as F
 from torch._inductor.utils import run_and_get_code
 
 import halide_xpu
-from halide_xpu.target import opencl_devices
+from halide_xpu.target import opencl_devices, sycl_devices
 
 from conftest import on_target
 
@@ -112,7 +111,7 @@ def _system_libstdcxx() -> str:
     return out.stdout.strip() if out.returncode == 0 else ""
 
 
-@pytest.mark.parametrize("aot_target", ["host", "opencl", "cuda"])
+@pytest.mark.parametrize("aot_target", ["host", "opencl", "sycl", "cuda"])
 def test_aoti_packages_our_kernels(tmp_path, monkeypatch: pytest.MonkeyPatch, aot_target: str) -> None:
     """AOTInductor with halide-xpu kernels: the .pt2 carries the kernel libraries and the Halide runtime; a fresh
     process runs it (dynamic batch) with no halide-xpu Python on the launch path (opencl: the OpenCL loader set-up
@@ -127,6 +126,8 @@ def test_aoti_packages_our_kernels(tmp_path, monkeypatch: pytest.MonkeyPatch, ao
     else:
         if aot_target == "opencl" and not opencl_devices.select_device():
             pytest.skip("no OpenCL device")
+        if aot_target == "sycl" and sycl_devices.available() is not None:
+            pytest.skip(sycl_devices.available())
         monkeypatch.setattr(torch._inductor.config, "cpu_backend", "halide_xpu")
         monkeypatch.setattr(halide_xpu.config, "cpu_target", aot_target)
         dev = "cpu"
@@ -148,6 +149,8 @@ def test_aoti_packages_our_kernels(tmp_path, monkeypatch: pytest.MonkeyPatch, ao
     assert not imported_runtime
     if aot_target == "opencl":  # the kernels ran on the OpenCL device the package recorded
         assert "libintelocl" in maps or "pocl" in maps, "no OpenCL device runtime was loaded"
+    if aot_target == "sycl":  # through dpctl's C library on the recorded SYCL device, the tensors staged via USM
+        assert "libDPCTLSyclInterface" in maps and ("libintelocl" in maps or "pocl" in maps), "no SYCL device"
     # loaded where halide_xpu's runtime is (this process): the package uses it, no second copy of the runtime
     # (two copies mean two device-allocation pools and module caches, and both copies' exit hooks)
     loaded = torch._inductor.aoti_load_package(path)
@@ -156,19 +159,32 @@ def test_aoti_packages_our_kernels(tmp_path, monkeypatch: pytest.MonkeyPatch, ao
     assert "hx_runtime_" not in Path("/proc/self/maps").read_text()
 
 
-def test_aoti_falls_back_with_a_logged_reason(tmp_path, caplog: pytest.LogCaptureFixture,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """sycl kernels need halide_xpu's Python set-up (dpctl's queue, USM tensors): AOTInductor gets Inductor's C++
-    kernels, with one logged reason per node."""
-    monkeypatch.setattr(torch._inductor.config, "cpu_backend", "halide_xpu")
-    monkeypatch.setattr(halide_xpu.config, "cpu_target", "sycl")
-    x, i = torch.randn(8, 16), torch.tensor([3, 1])
-    halide_xpu.stats.reset()
-    with caplog.at_level(logging.WARNING, logger="halide_xpu.scheduling"):
-        path = _aoti_package(tmp_path, x, i)
-    assert "AOTInductor packages halide-xpu kernels of the host, opencl, cuda targets; 'sycl' needs" in caplog.text
-    outs, _, _ = _run_in_fresh_process(tmp_path, path, [(x, i)])
-    torch.testing.assert_close(outs[0], _Exported()(x, i))
+def test_aoti_refuses_other_devices_with_a_reason() -> None:
+    """Where our kernels cannot be called from the C++ wrapper, Inductor gets a reason (logged, its own kernels)."""
+    from halide_xpu import cpp_wrapper
+
+    assert "not on mps" in cpp_wrapper.unsupported("mps", "host", aot_mode=True)
+    assert all(cpp_wrapper.unsupported("cpu", t, aot_mode=True) is None for t in ("host", "opencl", "sycl"))
+
+
+def test_aoti_sycl_kernel_text() -> None:
+    """A sycl kernel of an AOTInductor package sets the USM runtime up itself (dpctl's C library, the sub-group size,
+    the emulation's queue made from the recorded filter; an xpu kernel takes torch's queue instead)."""
+    from halide_xpu import cpp_wrapper
+    from halide_xpu.meta import ArgSpec, KernelMeta
+    from halide_xpu.runtime import runtime_library
+
+    if sycl_devices.available() is not None:
+        pytest.skip(sycl_devices.available())
+    args = (ArgSpec("in_ptr0", "in", "float32", ("4",), ("1",)), ArgSpec("out_ptr0", "out", "float32", ("4",), ("1",)))
+    for device_type in ("cpu", "xpu"):
+        meta = KernelMeta(args=args, target="sycl", halide_target="host-opencl", device_type=device_type)
+        text = cpp_wrapper.kernel_definition("k", meta, str(runtime_library()), aot_files=[])
+        assert "static void *hx_queue = hx_prepare_sycl(" in text and "libDPCTLSyclInterface.so" in text
+        if device_type == "cpu":
+            assert "fn(in_ptr0, out_ptr0, hx_queue)" in text and "opencl:cpu" in text, text
+        else:
+            assert "fn(in_ptr0, out_ptr0, stream)" in text and ", nullptr, " in text, text
 
 
 def test_gpu_call_copies_cpu_tensor_arguments() -> None:

@@ -20,6 +20,7 @@ namespace hx_usm {
 
 Api api;
 bool api_ready = false;
+void *dpctl_handle = nullptr;  // hx_usm_init's dlopen of dpctl's C library
 std::mutex lock;
 std::string init_error = "hx_usm_init was not called";
 std::atomic<uint64_t> n_launches{0}, n_to_host{0}, n_to_device{0}, n_mallocs{0}, n_frees{0}, n_builds{0};
@@ -137,6 +138,7 @@ int hx_usm_init(const char *dpctl_library) {
     }
   }
   api_ready = true;
+  dpctl_handle = lib;
   return 0;
 }
 
@@ -155,12 +157,46 @@ void hx_usm_counters(uint64_t out[10]) {
   for (int i = 0; i < 10; i++) out[i] = *all[i];
 }
 
-// 0 when `ptr` is USM memory of the queue's context; else reports which argument is wrong.
+// Host (non-USM) tensor pointers are staged through USM copies by the glue instead of refused (an AOTInductor
+// package on the CPU emulation: its tensors come from torch's plain CPU allocator, no Python sets up USM tensors).
+static bool host_staging = false;
+
+void hx_usm_set_host_staging(int on) { host_staging = on != 0; }
+
+// An in-order queue on the first SYCL device matching a dpctl filter ("opencl:cpu:0"), kept for the process;
+// nullptr (with the reason in hx_usm_init_error) when there is none. For code without dpctl's Python.
+void *hx_usm_make_queue(const char *filter) {
+  std::lock_guard<std::mutex> g(lock);
+  if (!api_ready || !dpctl_handle) return nullptr;
+  typedef Ref (*selector_t)(const char *);
+  typedef Ref (*device_t)(Ref);
+  typedef Ref (*queue_t)(Ref, void *, int);
+  typedef void (*delete_t)(Ref);
+  auto make_selector = (selector_t)dlsym(dpctl_handle, "DPCTLFilterSelector_Create");
+  auto make_device = (device_t)dlsym(dpctl_handle, "DPCTLDevice_CreateFromSelector");
+  auto make_queue = (queue_t)dlsym(dpctl_handle, "DPCTLQueue_CreateForDevice");
+  auto delete_selector = (delete_t)dlsym(dpctl_handle, "DPCTLDeviceSelector_Delete");
+  if (!make_selector || !make_device || !make_queue || !delete_selector) {
+    init_error = "dpctl lacks DPCTLFilterSelector_Create/DPCTLDevice_CreateFromSelector/DPCTLQueue_CreateForDevice";
+    return nullptr;
+  }
+  Ref selector = make_selector(filter);
+  Ref device = selector ? make_device(selector) : nullptr;
+  if (selector) delete_selector(selector);
+  Ref queue = device ? make_queue(device, nullptr, 1 << 1 /* DPCTL_IN_ORDER */) : nullptr;
+  if (device) api.device_delete(device);
+  if (!queue) init_error = std::string("no SYCL device matches the filter ") + filter;
+  return queue;
+}
+
+// 0 when `ptr` is USM memory of the queue's context; 1 when it is host memory the glue stages (host staging on);
+// else an error, reporting which argument is wrong.
 int hx_usm_check_pointer(void *queue, const void *ptr, const char *arg) {
   std::lock_guard<std::mutex> g(lock);
   QueueInfo *q = queue_info(queue);
   if (!q) return halide_error_code_device_interface_no_device;
   if (api.pointer_type(ptr, q->context) == kUsmUnknown) {
+    if (host_staging) return 1;
     char where[32];
     std::snprintf(where, sizeof where, "%p", ptr);
     report(queue, std::string("argument ") + arg + " (" + where +
