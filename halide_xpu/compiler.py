@@ -96,10 +96,19 @@ def glue_source(meta: KernelMeta) -> str:
         names.append("stream")
         call.append("stream")
     check_call = list(call)
-    if meta.target == "sycl":
+    staging = meta.target == "sycl" and meta.device_type == "cpu"  # the emulation may stage host tensors
+    if meta.target == "sycl" and not staging:
         pointers = [a.name for a in meta.call_args if a.is_buffer]
-        # hx_host_<arg>: host memory the runtime stages through USM copies (hx_usm_set_host_staging: AOTInductor
-        # packages on the CPU emulation), else a USM pointer used in place
+        body.append(f"  void *hx_any = nullptr;  // zero-size tensors may have no storage: any USM pointer of the call")
+        for n in pointers:
+            body.append(f'  if ({n}) {{ if (int e = hx_usm_check_pointer(stream, {n}, "{n}")) return e; hx_any = {n}; }}')
+        body.append("  if (!hx_any) return 0;  // every tensor is empty")
+        for n in pointers:
+            body.append(f"  if (!{n}) {n} = hx_any;")
+    if staging:
+        pointers = [a.name for a in meta.call_args if a.is_buffer]
+        # hx_host_<arg>: host memory the runtime stages through USM copies (hx_usm_stage_host: an AOTInductor
+        # package's queue on the CPU emulation), else a USM pointer used in place
         body.append("  void *hx_any = nullptr;  // zero-size tensors may have no storage: any pointer of the call")
         body.append("  bool hx_any_host = false;")
         for n in pointers:
@@ -133,14 +142,14 @@ def glue_source(meta: KernelMeta) -> str:
         body.append(f"  halide_buffer_t b{i};")
         if in_place:
             indent = "  "
-            if meta.target == "sycl":
+            if staging:
                 body.append(f"  if (hx_host_{base}) hx_buffer(&b{i}, d{i}, {len(a.shape)}, {ptr}, {code}, {bits}, {flags});")
                 body.append("  else {")
                 indent = "    "
             body.append(f"{indent}hx_buffer(&b{i}, d{i}, {len(a.shape)}, nullptr, {code}, {bits}, halide_buffer_flag_device_dirty);")
             body.append(f"{indent}b{i}.device = reinterpret_cast<uint64_t>({ptr});")
             body.append(f"{indent}b{i}.device_interface = {interface};")
-            if meta.target == "sycl":
+            if staging:
                 body.append("  }")
         else:
             body.append(f"  hx_buffer(&b{i}, d{i}, {len(a.shape)}, {ptr}, {code}, {bits}, {flags});")
@@ -158,7 +167,7 @@ def glue_source(meta: KernelMeta) -> str:
     lines.append(f"  for (int32_t i = 0; i < hx_n && !err; i++) err = {FN_NAME}({', '.join(call)});")
     if meta.target == "sycl" and meta.device_type == "cpu":  # emulation: host code reads the results next
         lines.append("  if (!err) hx_usm_wait(stream);")
-    if meta.target == "sycl":  # staged host memory: results back, the USM copies released
+    if staging:  # staged host memory: results back, the USM copies released
         for i, a in enumerate(meta.args):
             if a.kind == "out":
                 lines.append(f"  if (!err && hx_host_{a.alias_of or a.name} && b{i}.device) err = halide_copy_to_host(stream, &b{i});")

@@ -150,24 +150,24 @@ static void hx_prepare_opencl(const char *const *preload, const char *const *env
     }
 }
 // The sycl target without halide_xpu's Python (the CPU emulation): the runtime's USM module set up as the package
-// recorded it (dpctl's C library, sub-group size, pool limit), host tensors staged through USM copies, and an
-// in-order queue of the recorded device, made once per process.
+// recorded it (dpctl's C library, sub-group size, pool limit) and an in-order queue of the recorded device, made
+// once per model, whose host tensors are staged through USM copies.
 static void *hx_prepare_sycl(const char *dpctl, const char *filter, int sub_group, unsigned long long pool_limit) {
     static void *made = nullptr;  // one queue for the model's kernels
     if (made) return made;
     auto init = reinterpret_cast<int (*)(const char *)>(dlsym(RTLD_DEFAULT, "hx_usm_init"));
     auto why = reinterpret_cast<const char *(*)()>(dlsym(RTLD_DEFAULT, "hx_usm_init_error"));
     auto configure = reinterpret_cast<void (*)(int, unsigned long long)>(dlsym(RTLD_DEFAULT, "hx_usm_configure"));
-    auto staging = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "hx_usm_set_host_staging"));
+    auto staging = reinterpret_cast<void (*)(void *)>(dlsym(RTLD_DEFAULT, "hx_usm_stage_host"));
     auto make_queue = reinterpret_cast<void *(*)(const char *)>(dlsym(RTLD_DEFAULT, "hx_usm_make_queue"));
     if (!init || !why || !configure || !staging || !make_queue)
         throw std::runtime_error("halide_xpu: the Halide runtime lacks the USM module");
     if (init(dpctl)) throw std::runtime_error(std::string("halide_xpu: sycl set-up failed: ") + why());
     configure(sub_group, pool_limit);
     if (!filter) return nullptr;  // a real XPU: kernels get torch's queue, tensors are USM
-    staging(1);
     void *queue = make_queue(filter);
     if (!queue) throw std::runtime_error(std::string("halide_xpu: sycl set-up failed: ") + why());
+    staging(queue);  // this queue's host tensors go through USM copies
     return made = queue;
 }
 #endif
@@ -346,7 +346,9 @@ def kernel_definition(kernel_name: str, meta: KernelMeta, library: str, aot_file
                   f"        static fn_t scalar = reinterpret_cast<fn_t>({symbol});",
                   f"        err = scalar({names});",
                   "    }"]
-    setup = f"    {_opencl_setup()}" if aot_files is not None and meta.target == "opencl" else ""
+    # the OpenCL loader set-up: the opencl target's, and the sycl emulation's (its SYCL device is an OpenCL one)
+    emulated = meta.target == "opencl" or (meta.target == "sycl" and meta.device_type == "cpu")
+    setup = f"    {_opencl_setup()}" if aot_files is not None and emulated else ""
     return "\n".join([
         header,
         f"static void {kernel_name}({', '.join(params)}) {{",

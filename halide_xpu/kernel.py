@@ -19,7 +19,7 @@ from torch._inductor.virtualized import V, ops
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
 
-from . import config, stats, welford
+from . import config, sizes, stats, welford
 from .meta import DEVICE_CHECK_INDEX, STORAGE_SUFFIX, ArgSpec, KernelMeta, LoopVar
 from .overrides import HalideXpuOverrides
 from .schedule import default_spec
@@ -309,7 +309,13 @@ class HalideXpuKernel(HalideKernel):
         dimension's index stays in [0, extent). Upstream folds offsets and negative strides into the dimensions
         (reflection padding reads ``15 - h0 - 10*h1`` as ``5 - h0``, ``1 - h1``): a dimension can dip below 0 while
         the address is valid. Such loads go through a 1-D view of the whole buffer with the flat index clamped."""
-        var, dims = super().indexing_to_dimensions(var, index, is_store)
+        try:
+            var, dims = super().indexing_to_dimensions(var, index, is_store)
+        except AssertionError:  # upstream asserts a store's index is affine per loop var (a cat into a strided
+            # buffer over a flattened range: 16*(h0//8) + h0 % 8); Inductor's own kernel takes the node, logged
+            if not is_store:
+                raise
+            raise Unsupported(f"a store whose index is not affine in the loop vars: {index}") from None
         if is_store or not getattr(self, "_masked_load", False) or len(dims) < 2 or any(d.expr is None for d in dims):
             return var, dims
         if all(self._lowest(d.expr) >= 0 for d in dims):
@@ -383,14 +389,21 @@ class HalideXpuKernel(HalideKernel):
         mask = self._load_mask
         if not isinstance(mask, HalideCSEVariable) or mask.used_dims is None:
             return None
-        var = self.args.input(name)
+        arg = self.args.input(name)
         index = self.prepare_indexing(index)
-        var, dims = self.indexing_to_dimensions(var, index, False)
+        self._masked_load = True  # dims that may dip below 0 become a flat view (indexing_to_dimensions)
+        try:
+            var, dims = self.indexing_to_dimensions(arg, index, False)
+        finally:
+            self._masked_load = False
         used = OrderedSet((*self.used_dims_from_index(index), *mask.used_dims))
         if not dims or not used:
             return None
-        coords = [f"hl.select({mask}, hl.clamp({d.index_str()}, 0, {self.kexpr(self.rename_indexing(d.size - 1))}), 0)"
-                  for d in dims]
+        safe = self._first_element(arg, var, dims)
+        if safe is None:
+            return None
+        coords = [f"hl.select({mask}, hl.clamp({d.index_str()}, 0, {self.kexpr(self.rename_indexing(d.size - 1))}), {c})"
+                  for d, c in zip(dims, safe)]
         line = f"{var}[{', '.join(coords)}{',' if len(coords) == 1 else ''}]"
         dtype = V.graph.get_dtype(name)
         if dtype in (torch.float16, torch.bfloat16):
@@ -400,6 +413,25 @@ class HalideXpuKernel(HalideKernel):
         result = self.newfunc(self.sort_used_dims(used))
         self.body.writeline(f"{result} = hl.select({mask}, {line}, hl.cast({halide_type(dtype)}, {other}))")
         return result
+
+    def _first_element(self, arg: str, var: str, dims: list) -> Optional[list[int]]:
+        """Coordinates of ``var``'s view at the tensor's first element, which a non-empty tensor always has: the
+        view's origin is ``offset`` elements from it (a cat's second input reads x[h0 - 64] where h0 >= 64, so
+        the origin lies 64 before the tensor). None where sizes are symbolic or no coordinates reach it."""
+        try:
+            offset = int(self.buffer_offsets.get(var, 1))
+            strides = [int(d.stride) for d in dims]
+            extents = [int(d.size) for d in dims]
+            if not V.graph.sizevars.statically_known_gt(self._storage_size(arg, sympy.S.Zero), 0) or offset > 0:
+                return None
+        except (TypeError, ValueError):  # symbolic
+            return None
+        left, coords = -offset, [0] * len(dims)
+        for i in sorted(range(len(dims)), key=lambda i: -strides[i]):
+            if strides[i] > 0:
+                coords[i] = min(left // strides[i], extents[i] - 1)
+                left -= coords[i] * strides[i]
+        return coords if left == 0 else None
 
     def make_index_str(self, dims, replacements=None, zero_vars=False):  # type: ignore[override]
         """Masked loads clamp their indices: Halide's bounds inference does not see the mask (pad/cat)."""
@@ -455,13 +487,9 @@ class HalideXpuKernel(HalideKernel):
     @staticmethod
     def _hint_bytes(itemsize: int, dims: list) -> int:
         """Bytes of a buffer of ``dims`` (size hints; 8192 for an unhinted symbol)."""
-        hint = getattr(V.graph.sizevars, "optimization_hint", None) or V.graph.sizevars.size_hint  # 2.13 / 2.11
         numel = 1
         for d in dims:
-            try:
-                numel *= hint(d.size, fallback=8192)
-            except (TypeError, ValueError):  # an expression with no hint
-                numel *= 8192
+            numel *= sizes.hint(d.size, 8192)
         return int(numel * itemsize)
 
     def xpu_meta(self) -> KernelMeta:

@@ -15,6 +15,8 @@ from torch._inductor.ops_handler import AddParenHandler
 from torch._inductor.utils import sympy_index_symbol
 from torch._inductor.virtualized import OpsValue, V
 
+from . import sizes
+
 
 def _text(value: Any) -> str:
     return str(value.value if isinstance(value, OpsValue) else value)
@@ -51,10 +53,9 @@ GPU_SHORT_ROW = 32
 def _too_few_rows(kernel: Any) -> bool:
     if V.graph.get_current_device_or_throw().type == "cpu":
         return False
-    hint = getattr(V.graph.sizevars, "optimization_hint", None) or V.graph.sizevars.size_hint  # torch 2.13 / 2.11
     rows = length = 1
     for tree in kernel.range_trees:
-        n = hint(tree.numel, fallback=GPU_MIN_ROWS)
+        n = sizes.hint(tree.numel, GPU_MIN_ROWS)
         if tree.is_reduction:
             length *= n
         else:

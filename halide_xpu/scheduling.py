@@ -11,7 +11,7 @@ from torch._inductor.codegen.simd import SIMDScheduling
 from torch._inductor.utils import IndentedBuffer, get_kernel_metadata
 from torch._inductor.virtualized import V
 
-from . import config, stats
+from . import config, sizes, stats
 from .autotune import apply as autotune_apply
 from .kernel import HalideXpuKernel
 
@@ -41,11 +41,9 @@ INT32_LIMIT = 2**31  # Halide's extents, strides and (without the large_buffers 
 def _too_large(node: Any) -> Optional[str]:
     """Why a node is beyond Halide's 32-bit sizes: an iteration space or a buffer (in bytes) of 2**31 or more;
     None when it fits (symbolic sizes are judged by their hints)."""
-    sizevars = V.graph.sizevars
-    hint = getattr(sizevars, "optimization_hint", None) or sizevars.size_hint  # torch 2.13 / 2.11
     try:
         numel, rnumel = node.group[1]
-        points = hint(numel * rnumel, fallback=1)
+        points = sizes.hint(numel * rnumel, 1)
     except (TypeError, ValueError):
         points = 1
     if points >= INT32_LIMIT:
@@ -53,7 +51,7 @@ def _too_large(node: Any) -> Optional[str]:
     for dep in node.read_writes.reads | node.read_writes.writes:
         try:
             buf = V.graph.get_buffer(dep.name)
-            size = hint(buf.get_layout().storage_size(), fallback=1) * buf.get_dtype().itemsize
+            size = sizes.hint(buf.get_layout().storage_size(), 1) * buf.get_dtype().itemsize
         except Exception:  # noqa: BLE001 - not a buffer with a layout (a symbol, a mutation marker): no limit
             continue
         if size >= INT32_LIMIT:

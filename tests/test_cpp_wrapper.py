@@ -141,6 +141,7 @@ def test_aoti_packages_our_kernels(tmp_path, monkeypatch: pytest.MonkeyPatch, ao
     bad = [(x, torch.tensor([1, 9, 2], device=dev))] if dev == "cpu" else []  # device targets cannot raise (#11)
     outs, imported_runtime, maps = _run_in_fresh_process(tmp_path, path, inputs + bad)
     for out, args in zip(outs, inputs):
+        assert not isinstance(out, str), out  # the kernel's error
         torch.testing.assert_close(out, _Exported()(*args))
     if bad and aot_target == "host":
         assert "Requirement Failed" in outs[-1] and "halide_xpu kernel" in outs[-1], outs[-1]  # Halide's message

@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 
 #include <cstdio>
+#include <unordered_set>
 
 #include "usm_state.h"
 
@@ -157,11 +158,14 @@ void hx_usm_counters(uint64_t out[10]) {
   for (int i = 0; i < 10; i++) out[i] = *all[i];
 }
 
-// Host (non-USM) tensor pointers are staged through USM copies by the glue instead of refused (an AOTInductor
-// package on the CPU emulation: its tensors come from torch's plain CPU allocator, no Python sets up USM tensors).
-static bool host_staging = false;
+// Queues whose host (non-USM) tensor pointers the glue stages through USM copies instead of refusing them (an
+// AOTInductor package's queue on the CPU emulation: its tensors come from torch's plain CPU allocator).
+static std::unordered_set<void *> staging_queues;
 
-void hx_usm_set_host_staging(int on) { host_staging = on != 0; }
+void hx_usm_stage_host(void *queue) {
+  std::lock_guard<std::mutex> g(lock);
+  staging_queues.insert(queue);
+}
 
 // An in-order queue on the first SYCL device matching a dpctl filter ("opencl:cpu:0"), kept for the process;
 // nullptr (with the reason in hx_usm_init_error) when there is none. For code without dpctl's Python.
@@ -196,7 +200,7 @@ int hx_usm_check_pointer(void *queue, const void *ptr, const char *arg) {
   QueueInfo *q = queue_info(queue);
   if (!q) return halide_error_code_device_interface_no_device;
   if (api.pointer_type(ptr, q->context) == kUsmUnknown) {
-    if (host_staging) return 1;
+    if (staging_queues.count(queue)) return 1;
     char where[32];
     std::snprintf(where, sizeof where, "%p", ptr);
     report(queue, std::string("argument ") + arg + " (" + where +
