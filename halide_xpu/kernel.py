@@ -389,6 +389,10 @@ class HalideXpuKernel(HalideKernel):
         mask = self._load_mask
         if not isinstance(mask, HalideCSEVariable) or mask.used_dims is None:
             return None
+        # float values only: a loaded index (an LM loss's targets) would carry the select's bounds into the region
+        # of a gathered input, and a tile staged from it outgrew local memory (CUDA launch INVALID_VALUE)
+        if not V.graph.get_dtype(name).is_floating_point:
+            return None
         arg = self.args.input(name)
         index = self.prepare_indexing(index)
         self._masked_load = True  # dims that may dip below 0 become a flat view (indexing_to_dimensions)
