@@ -346,7 +346,11 @@ def _gpu_outer(rec: Recorder, plan: Plan, o: hl.Func, rows: list[hl.Var], spec: 
         if f is not o:
             rec(f, f.name(), "compute_with", o, tx)
     ext = reduction_size(plan)
+    split = _column_split(plan, spec, results, ext, wg) if (others or short) else 1
     for f in plan.reductions():
+        if split > 1 and f.has_update_definition():
+            _split_column(rec, o, f, x, bx, split, (ext or 0) // split)
+            continue
         rec(f, f.name(), "compute_at", o, tx)
         if f.has_update_definition() and (others or ext is None or ncols is None or ext < 256):
             _unroll_column(rec, f, ext, spec.get("unroll_outer", 4))
@@ -358,6 +362,46 @@ def _gpu_outer(rec: Recorder, plan: Plan, o: hl.Func, rows: list[hl.Var], spec: 
         if chunks:
             _final_unrolled(rec, f, chunks)
     return twins
+
+
+def _column_split(plan: Plan, spec: ScheduleSpec, results: Optional[int], ext: Optional[int], wg: int) -> int:
+    """Work-items sharing each column of a short column reduction (a split sum's partials, 32 x 768 results of 128
+    rows each): enough for half the device's work-items (at most 8, whole shares of 4+ rows, a work-group of at most
+    1024); 1 where one work-item per column is enough. ``col_split`` forces it."""
+    if results is None or ext is None:
+        return 1
+    want = spec.get("col_split", 0) or min(8, pow2_floor(max(1, plan.caps.parallelism * 1024 // max(results, 1))))
+    while want > 1 and (ext % want or ext // want < 4 or wg * want > min(1024, plan.caps.max_work_group or 1024)):
+        want //= 2
+    return want
+
+
+def _split_column(rec: Recorder, o: hl.Func, f: hl.Func, x: hl.Var, bx: hl.Var, split: int, share: int) -> None:
+    """``f`` (a column reduction read by ``o``'s work-items) computed per work-group: ``split`` work-items per
+    column each sum every ``split``-th row into a partial in local memory, then one work-item per column adds the
+    partials (Triton's XBLOCK x RBLOCK tile of a "red" kernel)."""
+    n, lbl = f.name(), f"{f.name()}.update()"
+    ro, ri, u = hl.RVar(f"{n}_cro"), hl.RVar(f"{n}_cri"), hl.Var(f"{n}_cu")
+    rec(f.update(), lbl, "split", fused_rvar(rec, f), ro, ri, split, GUARD)
+    part = rec(f.update(), lbl, "rfactor", ri, u)  # part[cols.., u]: rows u, u + split, ...
+    pn = part.name()
+    px = next(v for v in part.args() if v.name() == x.name())
+    rec(part, pn, "compute_at", o, bx)
+    rec(part, pn, "gpu_threads", px, u)
+    rec(part.update(), f"{pn}.update()", "reorder", ro, px, u)
+    rec(part.update(), f"{pn}.update()", "gpu_threads", px, u)
+    if share <= 16:
+        rec(part.update(), f"{pn}.update()", "unroll", ro)
+    elif share % 4 == 0:  # four rows' loads in flight
+        roo, roi = hl.RVar(f"{n}_croo"), hl.RVar(f"{n}_croi")
+        rec(part.update(), f"{pn}.update()", "split", ro, roo, roi, 4, GUARD)
+        rec(part.update(), f"{pn}.update()", "unroll", roi)
+    fx = next(v for v in f.args() if v.name() == x.name())
+    rec(f, n, "compute_at", o, bx)
+    rec(f, n, "gpu_threads", fx)
+    rec(f.update(), lbl, "reorder", ri, fx)
+    rec(f.update(), lbl, "gpu_threads", fx)
+    rec(f.update(), lbl, "unroll", ri)
 
 
 def _unroll_column(rec: Recorder, f: hl.Func, ext: Optional[int], unroll: int) -> None:
