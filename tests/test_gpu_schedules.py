@@ -268,6 +268,17 @@ def test_harvested_kernels_split_their_reductions(entry, tmp_path):
     _assert_split(meta, (entry / "kernel.py").read_text(), lines)
 
 
+@pytest.mark.parametrize("entry", [p.parent for p in HARVESTED], ids=[p.parent.name for p in HARVESTED])
+def test_harvested_kernels_read_no_input_on_the_host(entry, tmp_path):
+    """No stage is computed only when "used" under a condition Halide evaluates in host code: with CUDA tensors
+    used in place that code loads device memory through a null host pointer (the scalar cross-entropy's hoisted
+    ``exp`` under a select segfaulted on the H200)."""
+    meta = dataclasses.replace(load_meta(entry), halide_target=CUDA_TARGET)
+    compiler.compile_scheduled(meta, (entry / "kernel.py").read_text(), _lower(tmp_path), H100)
+    host = (tmp_path / "twin.stmt").read_text(errors="replace")
+    assert ".used" not in host, re.findall(r".*\.used.*", host)[:3]
+
+
 @pytest.mark.parametrize("n,launches", [(256, 1), (16384, 1), (1 << 18, 2)])
 def test_short_scalar_reduction_is_one_kernel(n, launches, monkeypatch, tmp_path):
     """A reduction to a scalar of at most ``single_group_max`` points is one work-group in the output's kernel (a

@@ -123,9 +123,27 @@ class Plan:
         for name, (args, rhs) in self._defs.items():
             func = self.funcs.get(name)
             if (args == ["()"] and _COSTLY.search(rhs) and isinstance(func, hl.Func)
-                    and not func.has_update_definition() and name not in self.meta.reductions):
+                    and not func.has_update_definition() and name not in self.meta.reductions
+                    and not self._under_select(name)):
                 found.append(func)
         return found
+
+    def _under_select(self, name: str) -> bool:
+        """Whether ``name`` reaches a select through the Funcs that read it. A Func computed at a work-group and read
+        only under a select is computed only when "used" (Halide's skip-stages), and where that condition is the
+        same for every point Halide evaluates it in host code, loading device inputs there: a segfault (a
+        scalar cross-entropy on CUDA, ``ignore_index`` read from the target)."""
+        seen, todo = {name}, [name]
+        while todo:
+            current = todo.pop()
+            for other, (_, rhs) in self._defs.items():
+                if other in seen or not re.search(rf"\b{re.escape(current)}\[", rhs):
+                    continue
+                if "hl.select(" in rhs or "where(" in rhs:
+                    return True
+                seen.add(other)
+                todo.append(other)
+        return False
 
     @functools.cached_property
     def _defs(self) -> dict[str, tuple[list[str], str]]:
