@@ -97,27 +97,25 @@ def glue_source(meta: KernelMeta) -> str:
         call.append("stream")
     check_call = list(call)
     staging = meta.target == "sycl" and meta.device_type == "cpu"  # the emulation may stage host tensors
-    if meta.target == "sycl" and not staging:
+    if meta.target == "sycl":
+        # zero-size tensors may have no storage: they take any pointer of the call. With staging, hx_host_<arg> is
+        # host memory the runtime stages through USM copies (hx_usm_stage_host: an AOTInductor package's queue on
+        # the CPU emulation), else a USM pointer used in place
         pointers = [a.name for a in meta.call_args if a.is_buffer]
-        body.append(f"  void *hx_any = nullptr;  // zero-size tensors may have no storage: any USM pointer of the call")
+        body.append("  void *hx_any = nullptr;")
+        if staging:
+            body.append("  bool hx_any_host = false;")
         for n in pointers:
-            body.append(f'  if ({n}) {{ if (int e = hx_usm_check_pointer(stream, {n}, "{n}")) return e; hx_any = {n}; }}')
+            check = f'hx_usm_check_pointer(stream, {n}, "{n}")'
+            if staging:
+                body.append(f"  bool hx_host_{n} = false;")
+                body.append(f"  if ({n}) {{ int e = {check}; if (e < 0) return e; "
+                            f"hx_host_{n} = e == 1; hx_any = {n}; hx_any_host = hx_host_{n}; }}")
+            else:
+                body.append(f"  if ({n}) {{ if (int e = {check}) return e; hx_any = {n}; }}")
         body.append("  if (!hx_any) return 0;  // every tensor is empty")
         for n in pointers:
-            body.append(f"  if (!{n}) {n} = hx_any;")
-    if staging:
-        pointers = [a.name for a in meta.call_args if a.is_buffer]
-        # hx_host_<arg>: host memory the runtime stages through USM copies (hx_usm_stage_host: an AOTInductor
-        # package's queue on the CPU emulation), else a USM pointer used in place
-        body.append("  void *hx_any = nullptr;  // zero-size tensors may have no storage: any pointer of the call")
-        body.append("  bool hx_any_host = false;")
-        for n in pointers:
-            body.append(f"  bool hx_host_{n} = false;")
-            body.append(f'  if ({n}) {{ int e = hx_usm_check_pointer(stream, {n}, "{n}"); if (e < 0) return e; '
-                        f"hx_host_{n} = e == 1; hx_any = {n}; hx_any_host = hx_host_{n}; }}")
-        body.append("  if (!hx_any) return 0;  // every tensor is empty")
-        for n in pointers:
-            body.append(f"  if (!{n}) {{ {n} = hx_any; hx_host_{n} = hx_any_host; }}")
+            body.append(f"  if (!{n}) {{ {n} = hx_any;{f' hx_host_{n} = hx_any_host;' if staging else ''} }}")
     if meta.pointer_alignment:  # see KernelMeta.pointer_alignment: the scalar_lanes build takes this call
         offsets = [f"static_cast<uint8_t *>({a.alias_of or a.name}) + ({a.offset}) * {DTYPES[a.dtype][3]}"
                    for a in meta.args if a.is_buffer]
@@ -167,20 +165,15 @@ def glue_source(meta: KernelMeta) -> str:
     lines.append(f"  for (int32_t i = 0; i < hx_n && !err; i++) err = {FN_NAME}({', '.join(call)});")
     if meta.target == "sycl" and meta.device_type == "cpu":  # emulation: host code reads the results next
         lines.append("  if (!err) hx_usm_wait(stream);")
-    if staging:  # staged host memory: results back, the USM copies released
+    if staging or not in_place:  # host pointers (all, or those staged): results back, device copies released
+        held = (lambda a: f"hx_host_{a.alias_of or a.name} && ") if staging else (lambda a: "")  # noqa: E731
+        uc = "stream" if staging else "nullptr"
         for i, a in enumerate(meta.args):
             if a.kind == "out":
-                lines.append(f"  if (!err && hx_host_{a.alias_of or a.name} && b{i}.device) err = halide_copy_to_host(stream, &b{i});")
+                lines.append(f"  if (!err && {held(a)}b{i}.device) err = halide_copy_to_host({uc}, &b{i});")
         for i, a in enumerate(meta.args):
             if a.is_buffer:
-                lines.append(f"  if (hx_host_{a.alias_of or a.name} && b{i}.device) halide_device_free(stream, &b{i});")
-    if not in_place:  # host pointers: bring results back, release the device copies Halide made
-        for i, a in enumerate(meta.args):
-            if a.kind == "out":
-                lines.append(f"  if (!err && b{i}.device) err = halide_copy_to_host(nullptr, &b{i});")
-        for i, a in enumerate(meta.args):
-            if a.is_buffer:
-                lines.append(f"  if (b{i}.device) halide_device_free(nullptr, &b{i});")
+                lines.append(f"  if ({held(a)}b{i}.device) halide_device_free({uc}, &b{i});")
     lines += ["  return err;", "}", "",
               f'extern "C" int hx_launch({", ".join(params)}) {{ return hx_launch_n({", ".join(names + ["1"])}); }}', ""]
     return "\n".join(lines)

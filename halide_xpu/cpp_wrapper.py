@@ -324,9 +324,8 @@ def kernel_definition(kernel_name: str, meta: KernelMeta, library: str, aot_file
     params = [f"{a.c_type} {a.name}" for a in meta.call_args]
     stream = []
     if meta.glue_takes_stream:  # GPU wrappers pass torch's raw stream last; the CPU sycl emulation has its queue
-        stream = ["hx_current_queue()"] if meta.device_type == "cpu" else ["stream"]
-        if meta.device_type == "cpu" and aot_files is not None:
-            stream = ["hx_queue"]
+        # (a package's own: hx_queue, made by _sycl_setup)
+        stream = [("hx_current_queue()" if aot_files is None else "hx_queue") if meta.device_type == "cpu" else "stream"]
         if meta.device_type != "cpu":
             params.append("void* stream")
     names = ", ".join([a.name for a in meta.call_args] + stream)

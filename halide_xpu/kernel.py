@@ -382,8 +382,8 @@ class HalideXpuKernel(HalideKernel):
         return self._attach_checks(result) if self._pending_checks else result
 
     def _select_masked_load(self, name: str, index: Any) -> Optional[HalideCSEVariable]:
-        """GPU form of a masked load: every point loads, the masked-off ones from coordinate 0 (in bounds however
-        far a declared extent passes the real buffer), and a select picks ``other``. No branch per element, so a
+        """GPU form of a masked load: every point loads, the masked-off ones from the tensor's first element (in
+        bounds however far a declared extent passes the real buffer, ``_first_element``), and a select picks ``other``. No branch per element, so a
         work-item's loads are in flight together (GPT-2's padded logits gradient, 4096 x 50257 bf16 into two
         outputs: 798 us with a guarded load per element vs Triton's 313 on the H200). None: upstream's form."""
         mask = self._load_mask
@@ -406,8 +406,7 @@ class HalideXpuKernel(HalideKernel):
         safe = self._first_element(arg, var, dims)
         if safe is None:
             return None
-        coords = [f"hl.select({mask}, hl.clamp({d.index_str()}, 0, {self.kexpr(self.rename_indexing(d.size - 1))}), {c})"
-                  for d, c in zip(dims, safe)]
+        coords = [f"hl.select({mask}, {self._clamped(d)}, {c})" for d, c in zip(dims, safe)]
         line = f"{var}[{', '.join(coords)}{',' if len(coords) == 1 else ''}]"
         dtype = V.graph.get_dtype(name)
         if dtype in (torch.float16, torch.bfloat16):
@@ -441,11 +440,12 @@ class HalideXpuKernel(HalideKernel):
         """Masked loads clamp their indices: Halide's bounds inference does not see the mask (pad/cat)."""
         if not getattr(self, "_masked_load", False) or not dims:
             return super().make_index_str(dims, replacements, zero_vars)
-        parts = [
-            f"hl.clamp({d.index_str(replacements, zero_vars)}, 0, {self.kexpr(self.rename_indexing(d.size - 1))})"
-            for d in dims
-        ]
+        parts = [self._clamped(d, replacements, zero_vars) for d in dims]
         return ", ".join(parts) + ("," if len(parts) == 1 else "")
+
+    def _clamped(self, d: DimensionInfo, replacements: Any = None, zero_vars: bool = False) -> str:
+        """Dimension ``d``'s index clamped to its declared extent."""
+        return f"hl.clamp({d.index_str(replacements, zero_vars)}, 0, {self.kexpr(self.rename_indexing(d.size - 1))})"
 
     def scan(self, dtypes, combine_fn, values):  # type: ignore[override]
         from . import scan

@@ -324,8 +324,10 @@ def _gpu_outer(rec: Recorder, plan: Plan, o: hl.Func, rows: list[hl.Var], spec: 
     # test_buffer_batch_norm on opencl and sycl)
     ncols = plan.var_extent(o, x)
     results = total([plan.var_extent(o, v) for v in rows])
-    short = (reduction_size(plan) or 0) < 256  # no chunks below: the work-items are all there is
-    if (others or short) and results is not None:  # few results (a split column sum's partials, 32 x 768): every compute
+    ext = reduction_size(plan)
+    # no chunks for the columns (with other row dims, a short or symbolic column): the work-items are all there is
+    unchunked = bool(others) or ext is None or ncols is None or ext < 256
+    if unchunked and results is not None:  # few results (a split column sum's partials, 32 x 768): every compute
         # unit gets a work-group (256 wide, 96 of the H200's 132 units worked, 6-7x Triton)
         wg = max(min(plan.min_wg * 2, wg), min(wg, pow2_floor(results // max(plan.caps.parallelism, 1))))
     tail = GUARD
@@ -345,16 +347,16 @@ def _gpu_outer(rec: Recorder, plan: Plan, o: hl.Func, rows: list[hl.Var], spec: 
             rec(f, f.name(), "gpu_blocks", y)
         if f is not o:
             rec(f, f.name(), "compute_with", o, tx)
-    ext = reduction_size(plan)
-    split = _column_split(plan, spec, results, ext, wg) if (others or short) else 1
+    split = _column_split(plan, spec, results, ext, wg) if unchunked else 1
     for f in plan.reductions():
         if split > 1 and f.has_update_definition():
             _split_column(rec, o, f, x, bx, split, (ext or 0) // split)
             continue
         rec(f, f.name(), "compute_at", o, tx)
-        if f.has_update_definition() and (others or ext is None or ncols is None or ext < 256):
+        if not f.has_update_definition():
+            continue
+        if unchunked:
             _unroll_column(rec, f, ext, spec.get("unroll_outer", 4))
-        if not f.has_update_definition() or others or ext is None or ncols is None or ext < 256:
             continue
         vec = spec.get("vector_outer", 1) if plan.gpu_vectors else 1  # H100: 4 lanes 1.46x Triton, 1 lane 1.16x
         vec = vec if vec > 1 and ncols % vec == 0 and ncols >= vec * wg else 1
