@@ -101,10 +101,12 @@ def attribute(prof: Any, entries: dict[str, Path]) -> dict[str, list[Any]]:
 _OWN_PREFIX = {"triton": "triton_", "ours": "hx:"}
 
 
-def compare(triton: tuple[list[str], dict], ours: tuple[list[str], dict]) -> dict[str, Any]:
+def compare(triton: tuple[list[str], dict], ours: tuple[list[str], dict], base: str = "Triton") -> dict[str, Any]:
     """Pairs kernels by node group: rows [nodes, triton µs, ours µs, ratio, launches] sorted by ratio, and the device
-    time of kernels without a partner on either side."""
+    time of kernels without a partner on either side. ``base`` names what the "triton" side is (another Triton
+    configuration, or our own kernels with the default schedules)."""
     groups = {}
+    prefix = dict(_OWN_PREFIX, triton=_OWN_PREFIX["ours"] if base == "default schedules" else _OWN_PREFIX["triton"])
     for side, (codes, times) in (("triton", triton), ("ours", ours)):
         grouped = kernel_groups(codes)
         for key, info in grouped.items():
@@ -117,7 +119,7 @@ def compare(triton: tuple[list[str], dict], ours: tuple[list[str], dict]) -> dic
         # kernels of this backend whose definition names no node group (Triton's combo/foreach kernels): unpaired,
         # never dropped, or the optimizer step of one side would be missing from the comparison
         for key, (us, calls, variant) in times.items():
-            if key.startswith(_OWN_PREFIX[side]) and key not in grouped and us > 0:
+            if key.startswith(prefix[side]) and key not in grouped and us > 0:
                 slot = groups.setdefault(("(no node list: " + key[:48] + ")",), {})
                 slot[side] = [us, calls, [key], variant]
     rows, unmatched, unpaired = [], {"triton": 0.0, "ours": 0.0}, []
@@ -142,7 +144,8 @@ def compare(triton: tuple[list[str], dict], ours: tuple[list[str], dict]) -> dic
                "matched_ours_us": round(matched_o, 1), "unmatched_triton_us": round(unmatched["triton"], 1),
                "unmatched_ours_us": round(unmatched["ours"], 1)}
     unpaired.sort(key=lambda u: -u["us"])
-    return {"summary": summary, "rows": rows, "unpaired": unpaired}
+    summary["base"] = base
+    return {"summary": summary, "rows": rows, "unpaired": unpaired, "base": base}
 
 
 def write(out: Path, tables: dict[str, dict[str, Any]], meta: dict[str, Any]) -> None:
@@ -153,20 +156,24 @@ def write(out: Path, tables: dict[str, dict[str, Any]], meta: dict[str, Any]) ->
              f"commit {meta.get('commit')})", "",
              "Each kernel of the models' forward, backward and optimizer graphs, paired with Triton's kernel for the same "
              "FX node group, device time of one training step (torch.profiler). Ratio = ours / Triton.", "",
-             "| case | kernels paired | geomean | > 1.5× | paired µs ours / Triton | unpaired µs ours / Triton |",
+             "| case | kernels paired | geomean | > 1.5× | paired µs ours / base | unpaired µs ours / base |",
              "|---|---|---|---|---|---|"]
-    all_ratios = []
+    by_base: dict[str, list[float]] = {}
     for case, t in tables.items():
         s = t["summary"]
-        all_ratios += [r["ratio"] for r in t["rows"] if r["ratio"] == r["ratio"] and r["ratio"] > 0]
+        by_base.setdefault(t.get("base", "Triton"), []).extend(
+            r["ratio"] for r in t["rows"] if r["ratio"] == r["ratio"] and r["ratio"] > 0)
         lines.append(f"| {case} | {s['kernels']} | {s['geomean']}× | {s['above_1.5']} | {s['matched_ours_us']} / "
                      f"{s['matched_triton_us']} | {s['unmatched_ours_us']} / {s['unmatched_triton_us']} |")
-    if all_ratios:
-        lines += ["", f"All cases: {len(all_ratios)} kernels, geomean "
-                      f"{math.exp(sum(map(math.log, all_ratios)) / len(all_ratios)):.3f}×, "
-                      f"{sum(r > 1.5 for r in all_ratios)} above 1.5×."]
+    lines.append("")
+    for base, ratios in by_base.items():
+        if ratios:
+            lines.append(f"All cases against {base}: {len(ratios)} kernels, geomean "
+                         f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f}×, {sum(r > 1.5 for r in ratios)} "
+                         f"above 1.5×, {sum(r < 1 / 1.05 for r in ratios)} below 1/1.05.")
     for case, t in tables.items():
-        lines += ["", f"## {case}: slowest 10 by ratio", "", "| ratio | ours µs | Triton µs | launches | variant | nodes |",
+        lines += ["", f"## {case}: slowest 10 by ratio", "",
+                  f"| ratio | ours µs | {t.get('base', 'Triton')} µs | launches | variant | nodes |",
                   "|---|---|---|---|---|---|"]
         for r in t["rows"][:10]:
             nodes = ", ".join(r["nodes"][:6]) + (" …" if len(r["nodes"]) > 6 else "")

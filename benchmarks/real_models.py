@@ -5,6 +5,9 @@ Each case reports: finite, error against eager (norm-wise, per output / gradient
 count and fallbacks, and step time of every backend. Results: ``<out>/real_models.json`` + ``real_models.md``.
     python3 benchmarks/real_models.py --device cuda                 # the GPU machine (carry the hf wheels)
     python3 benchmarks/real_models.py --device cpu --small --models gpt2,llama
+    python3 benchmarks/real_models.py --models gpt2 --dtypes bfloat16 --modes train --backends ours_off \\
+        --save-kernels k.jsonl                                      # our kernels, most device time first: tune's input
+    python3 benchmarks/real_models.py --shape 12x400 --backends ours_off,ours,inductor,inductor_max --kernel-table
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import halide_xpu  # noqa: E402
 from halide_xpu import stats  # noqa: E402
+from halide_xpu.autotune.tune import capturing  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_cpu import bound_inductor, commit as _commit  # noqa: E402
@@ -37,11 +41,12 @@ from bench_cpu import bound_inductor, commit as _commit  # noqa: E402
 TOLERANCE = {torch.float32: 2e-3, torch.bfloat16: 5e-2}
 
 
-def _hf(kind: str, small: bool) -> Callable[[], tuple[torch.nn.Module, Callable[[], tuple], Callable]]:
+def _hf(kind: str, small: bool, shape: Optional[tuple[int, ...]] = None
+        ) -> Callable[[], tuple[torch.nn.Module, Callable[[], tuple], Callable]]:
     def build() -> tuple[torch.nn.Module, Callable[[], tuple], Callable]:
         import transformers as tf
 
-        batch, seq = (2, 64) if small else (8, 512)
+        batch, seq = shape if shape and len(shape) == 2 else (2, 64) if small else (8, 512)
         if kind == "gpt2":
             cfg = tf.GPT2Config(n_layer=2, n_positions=1024, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
                                 **({"n_embd": 128, "n_head": 4} if small else {}))
@@ -69,12 +74,13 @@ def _hf(kind: str, small: bool) -> Callable[[], tuple[torch.nn.Module, Callable[
     return build
 
 
-def _timm(name: str, small: bool) -> Callable[[], tuple[torch.nn.Module, Callable[[], tuple], Callable]]:
+def _timm(name: str, small: bool, shape: Optional[tuple[int, ...]] = None
+          ) -> Callable[[], tuple[torch.nn.Module, Callable[[], tuple], Callable]]:
     def build() -> tuple[torch.nn.Module, Callable[[], tuple], Callable]:
         import timm
 
         model = timm.create_model(name, pretrained=False)
-        batch = 2 if small else 32
+        batch = shape[0] if shape else 2 if small else 32
 
         def inputs() -> tuple:
             return torch.randn(batch, 3, 224, 224), torch.randint(0, 1000, (batch,))
@@ -86,9 +92,10 @@ def _timm(name: str, small: bool) -> Callable[[], tuple[torch.nn.Module, Callabl
     return build
 
 
-def models(small: bool) -> dict[str, Callable]:
-    return {"gpt2": _hf("gpt2", small), "llama": _hf("llama", small), "bert": _hf("bert", small),
-            "resnet18": _timm("resnet18", small), "vit_tiny": _timm("vit_tiny_patch16_224", small)}
+def models(small: bool, shape: Optional[tuple[int, ...]] = None) -> dict[str, Callable]:
+    """Builders by name; ``shape``: (batch, sequence) for the transformers models, (batch,) for the timm ones."""
+    return {"gpt2": _hf("gpt2", small, shape), "llama": _hf("llama", small, shape), "bert": _hf("bert", small, shape),
+            "resnet18": _timm("resnet18", small, shape), "vit_tiny": _timm("vit_tiny_patch16_224", small, shape)}
 
 
 def _rel(a: torch.Tensor, b: torch.Tensor, floor: float = 1e-12) -> float:
@@ -136,9 +143,54 @@ def _alternated_ms(fns: dict[str, Callable[[], Any]], device: str, reps: int, ro
     return best
 
 
+BACKENDS = ("ours", "ours_off", "inductor", "inductor_max")  # ours_off: schedule database off (default tunables)
+
+
 def _backend_config(backend: str, device: str) -> dict[str, Any]:
     key = "cuda_backend" if device == "cuda" else "cpu_backend"
-    return {key: {"ours": "halide_xpu", "inductor": "triton" if device == "cuda" else "cpp"}[backend]}
+    anchor = "triton" if device == "cuda" else "cpp"
+    knobs: dict[str, Any] = {key: {"ours": "halide_xpu", "ours_off": "halide_xpu", "inductor": anchor,
+                                   "inductor_max": anchor}[backend]}
+    if backend == "inductor_max":  # Triton's own tuning of its pointwise and reduction kernels (every config
+        # benchmarked, then refined); matmuls stay library calls, as with ours, so node groups still pair
+        knobs.update(max_autotune_pointwise=True, coordinate_descent_tuning=True)
+    return knobs
+
+
+def _compiler(backend: str, device: str) -> Callable[..., Any]:
+    """``bound_inductor`` for ``backend``; ``ours_off`` also compiles with ``halide_xpu.config.autotune = "off"``
+    (every compile of it, a later recompile included)."""
+    inner = bound_inductor(_backend_config(backend, device))
+    if backend != "ours_off":
+        return inner
+
+    def compile(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        saved, halide_xpu.config.autotune = halide_xpu.config.autotune, "off"
+        try:
+            return inner(gm, example_inputs)
+        finally:
+            halide_xpu.config.autotune = saved
+
+    return compile
+
+
+def _ranked_kernels(case: str, seen: list[tuple[Any, str]], codes: list[str], times: dict[str, list[Any]]
+                    ) -> list[dict[str, Any]]:
+    """Our kernels of one case as tune's ``--kernels`` records (plus ``us``: device time in one call), most first."""
+    from halide_xpu import compiler
+    from kernel_table import kernel_groups
+
+    groups = kernel_groups(codes) if codes else {}
+    out, keys = [], set()
+    for meta, source in seen:
+        key = "hx:" + compiler.kernel_key(meta, source)[:12]
+        if key in keys:
+            continue
+        keys.add(key)
+        nodes = ",".join(groups.get(key, {}).get("nodes", ()))[:80]
+        us = times.get(key, [0.0])[0]
+        out.append({"name": f"{case} {key[3:]} {nodes}".strip(), "meta": repr(meta), "source": source, "us": us})
+    return sorted(out, key=lambda r: -r["us"])
 
 
 @contextlib.contextmanager
@@ -200,9 +252,11 @@ def _top_kernels(fn: Callable[[], Any], device: str, count: int, dump: Optional[
 
 
 def run_case(name: str, build: Callable, dtype: torch.dtype, mode: str, device: str, backends: list[str],
-             reps: int, profile: int = 0, dump: Optional[Path] = None, tables: Optional[dict] = None) -> dict[str, Any]:
+             reps: int, profile: int = 0, dump: Optional[Path] = None, tables: Optional[dict] = None,
+             kernels: Optional[list] = None) -> dict[str, Any]:
     """One model × dtype × mode ("infer" or "train"): eager reference, then each compiled backend. ``tables``: pair
-    each of our kernels with Triton's kernel of the same node group (kernel_table.py), stored under the case's name."""
+    each of our kernels with Triton's kernel of the same node group (kernel_table.py), stored under the case's name;
+    ``kernels``: gets the first of our backends' kernels (``_ranked_kernels``)."""
     torch.manual_seed(0)
     model, make_inputs, loss_fn = build()
     model = model.to(device=device, dtype=dtype).train(mode == "train")
@@ -242,9 +296,12 @@ def run_case(name: str, build: Callable, dtype: torch.dtype, mode: str, device: 
         stats.reset()
         m = copy.deepcopy(model)
         try:
-            with torch._inductor.config.patch(_backend_config(backend, device)):
-                fn = runner(m, bound_inductor(_backend_config(backend, device)))
-                if tables is not None:
+            capture = kernels is not None and backend.startswith("ours") and not any(
+                k["name"].startswith(f"{name} {rec['dtype']} {mode} ") for k in kernels)
+            with torch._inductor.config.patch(_backend_config(backend, device)), contextlib.ExitStack() as scope:
+                seen = scope.enter_context(capturing()) if capture else []
+                fn = runner(m, _compiler(backend, device))
+                if tables is not None or capture:
                     from torch._inductor.utils import run_and_get_code
 
                     got, codes = run_and_get_code(fn)
@@ -254,14 +311,17 @@ def run_case(name: str, build: Callable, dtype: torch.dtype, mode: str, device: 
                 rec["rel_err"][backend] = max(errs)
                 rec.setdefault("worst_output", {})[backend] = [errs.index(max(errs)), len(errs)]
                 rec.setdefault("finite", {})[backend] = all(bool(torch.isfinite(t).all()) for t in got)
-                if backend == "ours":
+                if backend.startswith("ours"):
                     rec["kernels"] = stats.counters["kernels_generated"]
                     rec["fallbacks"] = [f"{f.reason}" for f in stats.fallbacks][:5]
                 timed[backend] = fn
-                if tables is not None:
+                if tables is not None or (capture and device == "cuda"):
                     from kernel_table import device_times
 
                     per_backend[backend] = (codes, device_times(fn))
+                if capture:
+                    times = per_backend[backend][1] if backend in per_backend else {}
+                    kernels += _ranked_kernels(f"{name} {rec['dtype']} {mode}", seen, codes, times)
                 if profile:
                     rec.setdefault("top_kernels", {})[backend] = _top_kernels(
                         fn, device, profile, dump / f"{name}_{rec['dtype']}_{mode}" if dump and backend == "ours" else None)
@@ -269,15 +329,21 @@ def run_case(name: str, build: Callable, dtype: torch.dtype, mode: str, device: 
             rec.setdefault("errors", {})[backend] = f"{type(e).__name__}: {str(e)[:600]}"
             traceback.print_exc(limit=-3)
     rec["ms"] = {b: round(ms, 3) for b, ms in _alternated_ms(timed, device, reps).items()}
-    if tables is not None and {"ours", "inductor"} <= set(per_backend):
+    if tables is not None:
         from kernel_table import compare
 
-        tables[f"{name} {rec['dtype']} {mode}"] = compare(per_backend["inductor"], per_backend["ours"])
-        rec["kernel_table"] = tables[f"{name} {rec['dtype']} {mode}"]["summary"]
+        case, ours = f"{name} {rec['dtype']} {mode}", "ours" if "ours" in per_backend else "ours_off"
+        pairs = {case: ("inductor", ours, "Triton"), f"{case} | vs Triton max-autotune": ("inductor_max", ours,
+                 "Triton max-autotune"), f"{case} | tuned vs default": ("ours_off", "ours", "default schedules")}
+        for title, (base, other, label) in pairs.items():
+            if {base, other} <= set(per_backend):
+                tables[title] = compare(per_backend[base], per_backend[other], base=label)
+                rec.setdefault("kernel_tables", {})[title] = tables[title]["summary"]
     tol = TOLERANCE[dtype]
-    anchor = rec["rel_err"].get("inductor", 0.0)
-    rec["ok"] = ("ours" in rec["rel_err"] and rec["finite"]["ours"]
-                 and rec["rel_err"]["ours"] <= max(tol, 2 * anchor) and rec.get("kernels", 0) > 0)
+    anchor = max([v for k, v in rec["rel_err"].items() if k.startswith("inductor")] or [0.0])
+    ours = [b for b in backends if b.startswith("ours")]
+    rec["ok"] = bool(ours) and all(b in rec["rel_err"] and rec["finite"][b] and rec["rel_err"][b] <= max(tol, 2 * anchor)
+                                   for b in ours) and rec.get("kernels", 0) > 0
     return rec
 
 
@@ -286,7 +352,7 @@ def write(out: Path, records: list[dict[str, Any]], meta: dict[str, Any]) -> Non
     (out / "real_models.json").write_text(json.dumps({**meta, "records": records}, indent=1))
     lines = [f"# Real models, {meta['device_name']} ({meta['date']}, torch {meta['torch']})", "",
              "| model | dtype | mode | ok | rel err ours | rel err Inductor | ours ms | Inductor ms | eager ms | "
-             "ours / Inductor | kernels | commit | note |", "|" + "---|" * 13]
+             "ours / Inductor | other ms | kernels | commit | note |", "|" + "---|" * 14]
     for r in records:
         ms, err = r["ms"], r["rel_err"]
         ratio = f"{ms['ours'] / ms['inductor']:.2f}" if "ours" in ms and "inductor" in ms else ""
@@ -294,6 +360,7 @@ def write(out: Path, records: list[dict[str, Any]], meta: dict[str, Any]) -> Non
         lines.append(f"| {r['model']} | {r['dtype']} | {r['mode']} | {'yes' if r['ok'] else '**NO**'} | "
                      f"{err.get('ours', float('nan')):.2e} | {err.get('inductor', float('nan')):.2e} | "
                      f"{ms.get('ours', '')} | {ms.get('inductor', '')} | {ms.get('eager', '')} | {ratio} | "
+                     f"{', '.join(f'{b} {ms[b]}' for b in ('ours_off', 'inductor_max') if b in ms)} | "
                      f"{r.get('kernels', '')} | {r.get('commit', meta.get('commit', ''))} | {note} |")
     (out / "real_models.md").write_text("\n".join(lines) + "\n")
 
@@ -313,16 +380,29 @@ def main() -> int:
     p.add_argument("--kernel-table", action="store_true",
                    help="CUDA: pair each of our kernels with Triton's for the same node group (harvested_kernels.md)")
     p.add_argument("--out", default=None, help="default benchmarks/results/<device name>")
+    p.add_argument("--shape", default=None, help="inputs: BATCHxSEQ (transformers models), BATCH (timm models)")
+    p.add_argument("--backends", default="ours,inductor",
+                   help=f"of {','.join(BACKENDS)} (ours_off: schedule database off; inductor_max: Triton with "
+                        "max_autotune_pointwise + coordinate_descent_tuning)")
+    p.add_argument("--save-kernels", type=Path, default=None,
+                   help="write our kernels (first of our backends; on CUDA most device time first) as a tune --kernels list")
     args = p.parse_args()
+    backends = [b for b in args.backends.split(",") if b and not (args.no_inductor and b.startswith("inductor"))]
+    if set(backends) - set(BACKENDS):
+        p.error(f"unknown backends {sorted(set(backends) - set(BACKENDS))}; known: {', '.join(BACKENDS)}")
+    try:
+        shape = tuple(int(x) for x in args.shape.split("x")) if args.shape else None
+    except ValueError:
+        p.error(f"--shape {args.shape!r}: expected BATCHxSEQ or BATCH, e.g. 12x400")
     torch._inductor.config.fx_graph_cache = False
     if args.target:
         halide_xpu.config.cpu_target = args.target
     name = torch.cuda.get_device_name() if args.device == "cuda" else f"cpu-{halide_xpu.config.resolved_cpu_target}"
     out = Path(args.out or Path(__file__).parent / "results" / name.replace(" ", "_"))
     meta = {"device_name": name, "torch": torch.__version__, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "command": " ".join(sys.argv), "commit": _commit()}
-    backends = ["ours"] + ([] if args.no_inductor else ["inductor"])
-    table = models(args.small)
+            "command": " ".join(sys.argv), "commit": _commit(), "shape": args.shape or ("small" if args.small else "default")}
+    table = models(args.small, shape)
+    kernels: Optional[list[dict[str, Any]]] = [] if args.save_kernels else None
     records: list[dict[str, Any]] = []
     tables: Optional[dict[str, Any]] = {} if args.kernel_table and args.device == "cuda" else None
     for model_name in args.models.split(","):
@@ -332,7 +412,7 @@ def main() -> int:
                 print(f"== {model_name} {dt} {mode}", flush=True)
                 try:
                     rec = run_case(model_name, table[model_name], getattr(torch, dt), mode, args.device, backends,
-                                   args.reps, args.profile, Path(args.dump) if args.dump else None, tables)
+                                   args.reps, args.profile, Path(args.dump) if args.dump else None, tables, kernels)
                 except Exception as e:  # a model that cannot even build or run eagerly
                     rec = {"model": model_name, "dtype": dt, "mode": mode, "ms": {}, "rel_err": {}, "ok": False,
                            "errors": {"eager": f"{type(e).__name__}: {str(e)[:600]}"}}
@@ -345,6 +425,11 @@ def main() -> int:
                     from kernel_table import write as write_table
 
                     write_table(out, tables, {"device": name, "date": meta["date"], "commit": meta["commit"]})
+    if kernels is not None:
+        kernels.sort(key=lambda k: -k["us"])
+        args.save_kernels.parent.mkdir(parents=True, exist_ok=True)
+        args.save_kernels.write_text("".join(json.dumps(k) + "\n" for k in kernels))
+        print(f"wrote {len(kernels)} kernels to {args.save_kernels}")
     bad = [f"{r['model']}/{r['dtype']}/{r['mode']}" for r in records if not r["ok"]]
     print(f"{len(records) - len(bad)}/{len(records)} ok" + (f"; not ok: {', '.join(bad)}" if bad else ""))
     return 1 if bad else 0

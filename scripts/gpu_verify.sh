@@ -9,7 +9,10 @@
 #   probe (AOTInductor CUDA, halide-xpu and Triton, in a fresh process and the SIGABRT GPUTest under a native-stack
 #   printer), householder (householder backward's OpInfo samples on cuda and Triton), harvest (real_models.py --kernel-table
 #   on GPU_VERIFY_MODELS/_DTYPES/_MODES, default gpt2,llama,bert bf16 training, plus our kernels' sources), bench (bench_wrapper.py and
-#   bench_aoti.py on cuda, after the other stages), profile (scripts/probe_wrapper_cuda.py: a step's host and device
+#   bench_aoti.py on cuda, after the other stages), tune (our kernels of the GPU_VERIFY_MODELS training steps at
+#   GPU_TUNE_SHAPE, default 8x512, most device time first, tuned for GPU_TUNE_S into $OUT/verify/tune/db: the committed
+#   records plus the new; GPU_TUNE_KERNELS: a list harvested before), heldout (real_models.py at GPU_HELDOUT_SHAPE,
+#   default 10x400: database off vs on vs Triton vs Triton max-autotune, per-kernel tables), profile (scripts/probe_wrapper_cuda.py: a step's host and device
 #   time per wrapper, Triton and ours), addcmul (scripts/probe_addcmul_cuda.py)
 # Knobs: GPU_VERIFY_UT_ARGS (e.g. --filter REGEX), GPU_VERIFY_WALL_S (default 450: no new test after it), GPU_VERIFY_JOBS
 # (GPUTests workers, default 8), GPU_VERIFY_BENCH_S (each benchmark's limit, default 150), HALIDE_XPU_COMMIT (the
@@ -78,6 +81,30 @@ if [[ $stages == *" harvest "* ]]; then  # harvested-kernel tables (ours vs Trit
   echo "real_models.py exit status $?" >> "$R/harvest.log"
   (cd "$HARVEST_CACHE" && find . \( -name kernel.py -o -name meta.repr -o -name schedule.txt \) -print0 \
      | tar cf "$R/harvest_sources.tar" --null -T -) 2>/dev/null
+fi
+if [[ $stages == *" tune "* ]]; then  # our kernels of the training steps at GPU_TUNE_SHAPE, tuned on this GPU (issue 13)
+  T=$R/tune
+  mkdir -p "$T/db" && cp schedules/*.json "$T/db/" 2>/dev/null  # records tuned before: kept, their kernels skipped
+  K=${GPU_TUNE_KERNELS:-.tune/kernels.jsonl}  # a list harvested by an earlier call, or harvest now
+  if [ ! -s "$K" ]; then
+    K=$T/kernels.jsonl
+    HALIDE_XPU_CACHE_DIR=/tmp/hx_tune_cache timeout "${GPU_TUNE_HARVEST_S:-240}" python3 benchmarks/real_models.py \
+      --device cuda --models "${GPU_VERIFY_MODELS:-gpt2,llama,bert}" --dtypes "${GPU_VERIFY_DTYPES:-bfloat16}" \
+      --modes "${GPU_VERIFY_MODES:-train}" --shape "${GPU_TUNE_SHAPE:-8x512}" --backends ours_off --reps 1 \
+      --save-kernels "$K" --out "$T/harvest" > "$T/harvest.log" 2>&1
+  fi
+  HALIDE_XPU_CACHE_DIR=/tmp/hx_tune_cache timeout $((${GPU_TUNE_S:-300} + 90)) python3 -m halide_xpu tune \
+    --kernels "$K" --target cuda --db "$T/db" --budget-s "${GPU_TUNE_S:-300}" --budget-kernel-s "${GPU_TUNE_KERNEL_S:-20}" \
+    --jobs 12 --no-autoschedulers --no-progress --out "$T" > "$T/tune.log" 2>&1
+  echo "tune exit status $?" >> "$T/tune.log"
+fi
+if [[ $stages == *" heldout "* ]]; then  # tuned vs default vs Triton (default and max-autotune) at GPU_HELDOUT_SHAPE
+  DB=$R/tune/db; [ -d "$DB" ] || DB=$PWD/schedules
+  HALIDE_XPU_SCHEDULE_DB=$DB HALIDE_XPU_CACHE_DIR=/tmp/hx_heldout_cache timeout "${GPU_HELDOUT_S:-420}" \
+    python3 benchmarks/real_models.py --device cuda --models "${GPU_VERIFY_MODELS:-gpt2,llama,bert}" \
+    --dtypes "${GPU_VERIFY_DTYPES:-bfloat16}" --modes "${GPU_VERIFY_MODES:-train}" --shape "${GPU_HELDOUT_SHAPE:-10x400}" \
+    --backends ours_off,ours,inductor,inductor_max --kernel-table --reps 3 --out "$R/heldout" > "$R/heldout.log" 2>&1
+  echo "real_models.py exit status $?" >> "$R/heldout.log"
 fi
 if [[ $stages == *" addcmul "* ]]; then
   timeout 120 python3 scripts/probe_addcmul_cuda.py > "$R/probe_addcmul.log" 2>&1

@@ -74,7 +74,8 @@ def _gpu_space(meta: KernelMeta, caps: DeviceCaps, form: str) -> list[Tunable]:
                 Tunable("unroll_full", (1, 2, 4, 8)), Tunable("single_group_max", (0, 4096, 16384, 65536))]
     if form == "outer":
         return [Tunable("wg", groups(_product(kept))), Tunable("split", (16, 32, 64, 128, 256)),
-                Tunable("unroll_outer", (1, 2, 4, 8)), Tunable("vector_outer", (1, 2, 4))]
+                Tunable("unroll_outer", (1, 2, 4, 8)), Tunable("vector_outer", (1, 2, 4)),
+                Tunable("col_split", (0, 1, 2, 4, 8))]  # 0: automatic (half the device's work-items)
     row = groups(_product(red))
     return [Tunable("wg", row), Tunable("wg_row", row), Tunable("wg_row_staged", row), Tunable("vector", (1, 2, 4, 8)),
             Tunable("stage", (0, 1)), Tunable("unroll_row", (1, 2, 4)), Tunable("fold", (8, 16, 32))]
