@@ -131,7 +131,9 @@ class CompilePool:
     def __init__(self, jobs: int, timeout_s: float = 120.0) -> None:
         self.workers = [Worker(timeout_s) for _ in range(max(0, jobs))]
 
-    def build(self, meta: KernelMeta, source: str, candidates: list[dict[str, int]], defaults: dict[str, int]) -> None:
+    def build(self, meta: KernelMeta, source: str, candidates: list[dict[str, int]], defaults: dict[str, int],
+              deadline: Optional[float] = None) -> None:
+        """Builds ``candidates`` (in order; none started after ``deadline``, a ``time.monotonic()`` value)."""
         if not self.workers or len(candidates) < 2:
             return
         import threading
@@ -142,7 +144,7 @@ class CompilePool:
         def drain(worker: Worker) -> None:
             while True:
                 with lock:
-                    if not queue:
+                    if not queue or (deadline is not None and time.monotonic() > deadline):
                         return
                     params = queue.pop(0)
                 worker.measure(meta, source, params, defaults, compile_only=True)  # a failure shows when measured

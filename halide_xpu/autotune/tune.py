@@ -180,7 +180,9 @@ def search(kernel: Kernel, worker: Worker, budget_s: float, reps: int = 5,
     """Coordinate descent from the defaults: each tunable in turn takes its best value (a candidate that looks
     faster is measured again next to the best), until a pass changes nothing or ``budget_s`` is spent; then Halide's
     autoschedulers as whole-schedule candidates (budget left). The winner is re-measured against the defaults,
-    back to back, before it is kept. With a ``pool`` the candidates of one tunable are compiled in parallel first."""
+    back to back, before it is kept. With a ``pool`` the candidates are compiled in parallel first: every tunable's
+    values from the defaults at once (compiles, not timings, bound a GPU kernel's search), then, once the best has
+    moved, one tunable's at a time."""
     t_end = time.monotonic() + budget_s
     defaults = dict(kernel.meta.schedule.params)
     caps = _caps(kernel.meta)
@@ -217,12 +219,16 @@ def search(kernel: Kernel, worker: Worker, budget_s: float, reps: int = 5,
         return None
 
     tried = {tuple(sorted(defaults.items()))}
+    if pool is not None:  # the first pass's candidates while nothing beat the defaults: built at once, the pool full
+        first = [{**defaults, d.name: v} for d in dims for v in d.values if v != defaults[d.name]]
+        pool.build(kernel.meta, kernel.source, first, defaults, deadline=t_end)
     for _ in range(2):
         changed = False
         for dim in dims:
             if pool is not None and time.monotonic() < t_end:
                 todo = [{**best, dim.name: v} for v in dim.values]
-                pool.build(kernel.meta, kernel.source, [c for c in todo if tuple(sorted(c.items())) not in tried], defaults)
+                pool.build(kernel.meta, kernel.source, [c for c in todo if tuple(sorted(c.items())) not in tried],
+                           defaults, deadline=t_end)
             for value in dim.values:
                 cand = {**best, dim.name: value}
                 key = tuple(sorted(cand.items()))
