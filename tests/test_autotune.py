@@ -152,6 +152,27 @@ def test_search_space_pruned() -> None:
     assert set(host) == {"vector", "tasks_per_core", "min_chunk"} and max(host["vector"]) <= 16
 
 
+def test_output_check_tells_rounding_from_wrong_results() -> None:
+    """Sums with cancellation rounded in another order pass; a wrong element or a lost update does not."""
+    from halide_xpu.autotune.measure import outputs_match
+
+    torch.manual_seed(0)
+    want = torch.randn(1 << 16) * 100
+    want[7] = 0.0  # a sum that cancelled: the other order leaves 0.0078 here (the H200's embedding gradient)
+    have = want.clone()
+    have[7] = 0.0078
+    assert outputs_match(want, have)
+    assert outputs_match(want.bfloat16(), (want * (1 + 1e-3)).bfloat16())
+    wrong = want.clone()
+    wrong[100] += 0.05 * want.abs().max()  # one element wrong by 5 % of the output's scale
+    assert not outputs_match(want, wrong)
+    lost = want.clone()
+    lost[::1000] = 0  # every thousandth update lost
+    assert not outputs_match(want, lost)
+    assert not outputs_match(want, torch.where(torch.arange(want.numel()) == 3, float("nan"), want))
+    assert not outputs_match(torch.arange(10), torch.arange(10) + (torch.arange(10) == 4))  # integers: exact
+
+
 def _cpu_target() -> str:
     return "opencl" if opencl_available() else "host"
 

@@ -243,11 +243,32 @@ class _Bench:
             self.reference = got
             return ""
         for want, have in zip(self.reference, got):
-            loose = want.dtype in (self.torch.float16, self.torch.bfloat16)
-            if not self.torch.allclose(have.double(), want.double(), rtol=2e-2 if loose else 1e-3,
-                                       atol=2e-2 if loose else 1e-4, equal_nan=True):
+            if not outputs_match(want, have):
                 return "wrong result: outputs differ from the default schedule's"
         return ""
+
+
+def outputs_match(want: Any, have: Any) -> bool:
+    """A candidate's output against the defaults': element-wise close, or, where only sums with cancellation
+    differ, close at the output's scale. Another work-group size or atomic accumulation order rounds a sum of
+    thousands of terms differently, and an element that cancels to near zero then misses an element-wise
+    tolerance (the H200: 1 of 16M elements of an embedding gradient off by 0.0078 where the largest is 532; the
+    default schedule itself differed by 1.2e-4 between two runs). A wrong index or a lost update moves the
+    norm-wise error by orders of magnitude more than the 1e-4 (16-bit: 2e-3) allowed here."""
+    import torch
+
+    loose = want.dtype in (torch.float16, torch.bfloat16)
+    rtol, atol = (2e-2, 2e-2) if loose else (1e-3, 1e-4)
+    want, have = want.double(), have.double()
+    if torch.allclose(have, want, rtol=rtol, atol=atol, equal_nan=True):
+        return True
+    if not want.is_floating_point() or want.numel() == 0 or not bool((want.isnan() == have.isnan()).all()):
+        return False
+    want, have = torch.nan_to_num(want, nan=0.0), torch.nan_to_num(have, nan=0.0)
+    if not bool(torch.isfinite(want).all() and torch.isfinite(have).all()):
+        return False
+    diff, scale = (have - want).abs(), want.abs().max()
+    return bool(diff.max() <= rtol * scale and diff.norm() <= rtol / 10 * want.norm())
 
 
 def _fault(params: dict[str, int]) -> None:

@@ -397,6 +397,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--save-kernels", type=Path, help="write the collected kernels as a --kernels list")
     parser.add_argument("--out", type=Path, help="tune.md/tune.json directory (default benchmarks/results/<device>)")
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--evaluate", action="store_true",
+                        help="no tuning: each kernel's defaults vs the record the database (--db, else schedule_db) "
+                             "has for its signature, measured back to back (kernels not tuned: other shapes)")
 
 
 def main(argv: list[str]) -> int:
@@ -422,6 +425,21 @@ def main(argv: list[str]) -> int:
         return 1
     m = kernels[0].meta
     key = database.device_key(m.target, m.device_type, m.device_index)
+    out = args.out or REPO / "benchmarks" / "results" / re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{key.target}_{key.name}")
+    if args.evaluate:
+        from .evaluate import evaluate, report as eval_report
+
+        bar = _progress(len(kernels), not args.no_progress)
+        rows = evaluate(kernels, [args.db] if args.db else database.db_paths(), args.reps, args.timeout_s,
+                        budget_s=args.budget_s, progress=bar)
+        bar.close()
+        text, data = eval_report(rows, str(key))
+        print(text)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "evaluate.md").write_text(text)
+        (out / "evaluate.json").write_text(json.dumps(data, indent=1) + "\n")
+        print(f"wrote {out / 'evaluate.md'} and evaluate.json")
+        return 0 if data["summary"]["measured"] else 1
     db = database.ScheduleDB(args.db or database.db_paths()[0])
     print(f"tuning {len(kernels)} kernels on {key} into {db.path_for(key)} (collected in {time.monotonic() - t0:.0f}s)")
     budget = max(0.0, args.budget_s - (time.monotonic() - t0))
@@ -429,7 +447,6 @@ def main(argv: list[str]) -> int:
                             not args.no_progress, args.jobs, not args.no_autoschedulers)
     text, data = report(outcomes, key, {k.name: dict(k.meta.schedule.params) for k in kernels})
     print(text)
-    out = args.out or REPO / "benchmarks" / "results" / re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{key.target}_{key.name}")
     out.mkdir(parents=True, exist_ok=True)
     (out / "tune.md").write_text(text)
     (out / "tune.json").write_text(json.dumps(data, indent=1) + "\n")
