@@ -327,3 +327,12 @@ def test_tune_end_to_end_opencl(tmp_path: Path) -> None:
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240, cwd=REPO)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert [k["status"] for k in json.loads((tmp_path / "out" / "tune.json").read_text())["kernels"]] == ["cached"] * 3
+    # held out: the same cases at 240 (256's log2 class, also of 256² points) find those records, measured against
+    # the defaults back to back
+    held = [*cmd[:cmd.index("--size") + 1], "240", "--target", "opencl", "--db", str(tmp_path / "db"),
+            "--out", str(tmp_path / "held"), "--budget-s", "60", "--no-progress", "--evaluate"]
+    proc = subprocess.run(held, env=env, capture_output=True, text=True, timeout=240, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = json.loads((tmp_path / "held" / "evaluate.json").read_text())["summary"]
+    assert summary["kernels"] == summary["with_record"] == summary["measured"] == 3, summary
+    assert "found a record" in (tmp_path / "held" / "evaluate.md").read_text()

@@ -523,3 +523,34 @@ def test_staged_lanes_fit_local_memory(monkeypatch, tmp_path):
                         monkeypatch, tmp_path)
     lines = "\n".join(twins[0][2])
     assert "in_()" in lines and re.search(r"out_ptr0_u, 2, ", lines), lines
+
+
+def _norm_grads(g: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return (g * x).sum(0), g.sum(0)
+
+
+@pytest.mark.parametrize("rows", [125, 13, 128])
+def test_column_split_with_a_tail(rows, monkeypatch, tmp_path):
+    """Work-items share a short column although their shares do not divide it (the last rows guarded): Inductor
+    splits 4000 rows into 32 partials of 125, where one work-item per column was 8x Triton on the H200. Same
+    results as eager on the OpenCL device with the split forced, and the CUDA twin splits 125 rows 8 ways."""
+    import halide_xpu
+
+    monkeypatch.setattr(halide_xpu.config, "cache_dir", str(tmp_path / "twins"))
+    args = (torch.randn(rows, 130), torch.randn(rows, 130))
+    twins = _cuda_twins(_norm_grads, args, monkeypatch, tmp_path)
+    lines = "\n".join(twins[0][2])
+    assert re.search(r"rfactor\(\w+_cri, \w+_cu\)", lines) or rows < 16, lines
+    if not opencl_available():
+        return
+    for overrides in ("col_split=8", "col_split=2", ""):
+        monkeypatch.setattr(halide_xpu.config, "schedule_overrides", overrides)
+        monkeypatch.setattr(halide_xpu.config, "cache_dir", str(tmp_path / f"run{overrides}"))
+        monkeypatch.setattr(compiler, "_memory", {})
+        torch._dynamo.reset()
+        halide_xpu.stats.reset()
+        got = torch.compile(_norm_grads, fullgraph=True)(*args)
+        assert halide_xpu.stats.counters["kernels_generated"] and not halide_xpu.stats.fallbacks
+        torch.testing.assert_close(got, _norm_grads(*args), atol=1e-4, rtol=1e-4)
+        schedules = "".join(p.read_text() for p in (tmp_path / f"run{overrides}").rglob("schedule.txt"))
+        assert not overrides or re.search(r"rfactor\(\w+_cri, \w+_cu\)", schedules), schedules
