@@ -101,12 +101,13 @@ def attribute(prof: Any, entries: dict[str, Path]) -> dict[str, list[Any]]:
 _OWN_PREFIX = {"triton": "triton_", "ours": "hx:"}
 
 
-def compare(triton: tuple[list[str], dict], ours: tuple[list[str], dict], base: str = "Triton") -> dict[str, Any]:
+def compare(triton: tuple[list[str], dict], ours: tuple[list[str], dict], base: str = "Triton",
+            base_prefix: str = _OWN_PREFIX["triton"]) -> dict[str, Any]:
     """Pairs kernels by node group: rows [nodes, triton µs, ours µs, ratio, launches] sorted by ratio, and the device
     time of kernels without a partner on either side. ``base`` names what the "triton" side is (another Triton
-    configuration, or our own kernels with the default schedules)."""
+    configuration, or our own kernels with the default schedules), ``base_prefix`` its kernels' names."""
     groups = {}
-    prefix = dict(_OWN_PREFIX, triton=_OWN_PREFIX["ours"] if base == "default schedules" else _OWN_PREFIX["triton"])
+    prefix = dict(_OWN_PREFIX, triton=base_prefix)
     for side, (codes, times) in (("triton", triton), ("ours", ours)):
         grouped = kernel_groups(codes)
         for key, info in grouped.items():
@@ -145,7 +146,7 @@ def compare(triton: tuple[list[str], dict], ours: tuple[list[str], dict], base: 
                "unmatched_ours_us": round(unmatched["ours"], 1)}
     unpaired.sort(key=lambda u: -u["us"])
     summary["base"] = base
-    return {"summary": summary, "rows": rows, "unpaired": unpaired, "base": base}
+    return {"summary": summary, "rows": rows, "unpaired": unpaired}
 
 
 def write(out: Path, tables: dict[str, dict[str, Any]], meta: dict[str, Any]) -> None:
@@ -161,7 +162,7 @@ def write(out: Path, tables: dict[str, dict[str, Any]], meta: dict[str, Any]) ->
     by_base: dict[str, list[float]] = {}
     for case, t in tables.items():
         s = t["summary"]
-        by_base.setdefault(t.get("base", "Triton"), []).extend(
+        by_base.setdefault(t["summary"].get("base", "Triton"), []).extend(
             r["ratio"] for r in t["rows"] if r["ratio"] == r["ratio"] and r["ratio"] > 0)
         lines.append(f"| {case} | {s['kernels']} | {s['geomean']}× | {s['above_1.5']} | {s['matched_ours_us']} / "
                      f"{s['matched_triton_us']} | {s['unmatched_ours_us']} / {s['unmatched_triton_us']} |")
@@ -173,7 +174,7 @@ def write(out: Path, tables: dict[str, dict[str, Any]], meta: dict[str, Any]) ->
                          f"above 1.5×, {sum(r < 1 / 1.05 for r in ratios)} below 1/1.05.")
     for case, t in tables.items():
         lines += ["", f"## {case}: slowest 10 by ratio", "",
-                  f"| ratio | ours µs | {t.get('base', 'Triton')} µs | launches | variant | nodes |",
+                  f"| ratio | ours µs | {t['summary'].get('base', 'Triton')} µs | launches | variant | nodes |",
                   "|---|---|---|---|---|---|"]
         for r in t["rows"][:10]:
             nodes = ", ".join(r["nodes"][:6]) + (" …" if len(r["nodes"]) > 6 else "")

@@ -292,12 +292,12 @@ def run_case(name: str, build: Callable, dtype: torch.dtype, mode: str, device: 
     ref = runner(eager_model, None)()
     timed: dict[str, Callable[[], Any]] = {"eager": runner(copy.deepcopy(model), None)}
     torch._dynamo.reset()
+    captured = kernels is None  # the first of our backends that compiles gives the kernel list
     for backend in backends:
         stats.reset()
         m = copy.deepcopy(model)
         try:
-            capture = kernels is not None and backend.startswith("ours") and not any(
-                k["name"].startswith(f"{name} {rec['dtype']} {mode} ") for k in kernels)
+            capture = not captured and backend.startswith("ours")
             with torch._inductor.config.patch(_backend_config(backend, device)), contextlib.ExitStack() as scope:
                 seen = scope.enter_context(capturing()) if capture else []
                 fn = runner(m, _compiler(backend, device))
@@ -322,6 +322,7 @@ def run_case(name: str, build: Callable, dtype: torch.dtype, mode: str, device: 
                 if capture:
                     times = per_backend[backend][1] if backend in per_backend else {}
                     kernels += _ranked_kernels(f"{name} {rec['dtype']} {mode}", seen, codes, times)
+                    captured = True
                 if profile:
                     rec.setdefault("top_kernels", {})[backend] = _top_kernels(
                         fn, device, profile, dump / f"{name}_{rec['dtype']}_{mode}" if dump and backend == "ours" else None)
@@ -333,11 +334,12 @@ def run_case(name: str, build: Callable, dtype: torch.dtype, mode: str, device: 
         from kernel_table import compare
 
         case, ours = f"{name} {rec['dtype']} {mode}", "ours" if "ours" in per_backend else "ours_off"
-        pairs = {case: ("inductor", ours, "Triton"), f"{case} | vs Triton max-autotune": ("inductor_max", ours,
-                 "Triton max-autotune"), f"{case} | tuned vs default": ("ours_off", "ours", "default schedules")}
-        for title, (base, other, label) in pairs.items():
+        pairs = {case: ("inductor", ours, "Triton", "triton_"),
+                 f"{case} | vs Triton max-autotune": ("inductor_max", ours, "Triton max-autotune", "triton_"),
+                 f"{case} | tuned vs default": ("ours_off", "ours", "default schedules", "hx:")}
+        for title, (base, other, label, prefix) in pairs.items():
             if {base, other} <= set(per_backend):
-                tables[title] = compare(per_backend[base], per_backend[other], base=label)
+                tables[title] = compare(per_backend[base], per_backend[other], base=label, base_prefix=prefix)
                 rec.setdefault("kernel_tables", {})[title] = tables[title]["summary"]
     tol = TOLERANCE[dtype]
     anchor = max([v for k, v in rec["rel_err"].items() if k.startswith("inductor")] or [0.0])

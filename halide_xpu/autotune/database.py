@@ -214,6 +214,12 @@ class Record:
             raise ValueError(f"unknown autoscheduler {rest['scheduler']!r}")
         return cls(params=params, **rest)
 
+    def changes(self, defaults: dict[str, int]) -> str:
+        """The tunables this record sets away from ``defaults`` (or its autoscheduler), for tables."""
+        if self.scheduler:
+            return f"autoscheduler {self.scheduler}"
+        return ", ".join(f"{k}={v}" for k, v in sorted(self.params.items()) if defaults.get(k) != v) or "(defaults)"
+
     def describe(self) -> str:
         params = ",".join(f"{k}={v}" for k, v in sorted(self.params.items()))
         times = f"{self.time_us:.1f} us tuned vs {self.default_us:.1f} us default" if self.speedup else "untimed"

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import dataclasses
-import math
+import statistics
 import time
 from pathlib import Path
 from typing import Any, Optional
 
 from . import database
+from .apply import record_spec
 from .measure import Result, Worker
 
 
@@ -55,11 +56,9 @@ def evaluate(kernels: list[Any], paths: list[Path], reps: int = 5, timeout_s: fl
                 row.note = "no record for this signature"
                 continue
             defaults = dict(meta.schedule.params)
-            rec = hit.record
-            family = f"autoschedule:{rec.scheduler}" if rec.scheduler else None
-            params = dict(rec.params) if rec.scheduler else {**defaults, **rec.params}
-            row.record = f"autoscheduler {rec.scheduler}" if rec.scheduler else ", ".join(
-                f"{n}={v}" for n, v in sorted(rec.params.items()) if defaults.get(n) != v) or "(defaults)"
+            spec = record_spec(meta, hit.record)  # what a compile with this record builds
+            params, family = dict(spec.params), spec.family
+            row.record = hit.record.changes(defaults)
             if time.monotonic() > t_end:
                 row.note = "budget spent"
                 continue
@@ -77,7 +76,7 @@ def evaluate(kernels: list[Any], paths: list[Path], reps: int = 5, timeout_s: fl
 
 
 def _geomean(xs: list[float]) -> Optional[float]:
-    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
+    return statistics.geometric_mean(xs) if xs else None
 
 
 def report(rows: list[Row], key: str) -> tuple[str, dict[str, Any]]:

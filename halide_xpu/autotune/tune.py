@@ -7,8 +7,8 @@ import dataclasses
 import importlib.util
 import json
 import logging
-import math
 import re
+import statistics
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
@@ -219,16 +219,20 @@ def search(kernel: Kernel, worker: Worker, budget_s: float, reps: int = 5,
         return None
 
     tried = {tuple(sorted(defaults.items()))}
-    if pool is not None:  # the first pass's candidates while nothing beat the defaults: built at once, the pool full
-        first = [{**defaults, d.name: v} for d in dims for v in d.values if v != defaults[d.name]]
-        pool.build(kernel.meta, kernel.source, first, defaults, deadline=t_end)
+    built = set(tried)  # candidates the pool was given (a build already in the kernel cache is not sent again)
+
+    def build(candidates: list[dict[str, int]]) -> None:
+        todo = [c for c in candidates if tuple(sorted(c.items())) not in built]
+        built.update(tuple(sorted(c.items())) for c in todo)
+        if pool is not None and time.monotonic() < t_end:
+            pool.build(kernel.meta, kernel.source, todo, defaults, deadline=t_end)
+
+    # the first pass's candidates while nothing beat the defaults: built at once, the pool full
+    build([{**defaults, d.name: v} for d in dims for v in d.values])
     for _ in range(2):
         changed = False
         for dim in dims:
-            if pool is not None and time.monotonic() < t_end:
-                todo = [{**best, dim.name: v} for v in dim.values]
-                pool.build(kernel.meta, kernel.source, [c for c in todo if tuple(sorted(c.items())) not in tried],
-                           defaults, deadline=t_end)
+            build([{**best, dim.name: v} for v in dim.values])
             for value in dim.values:
                 cand = {**best, dim.name: value}
                 key = tuple(sorted(cand.items()))
@@ -343,7 +347,7 @@ def tune_at_compile(meta: KernelMeta, source: str, key: database.DeviceKey,
 
 # ---------------------------------------------------------------------------------------------- report
 def _geomean(xs: list[float]) -> float:
-    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
+    return statistics.geometric_mean(xs) if xs else float("nan")
 
 
 def report(outcomes: list[Outcome], key: database.DeviceKey, defaults: dict[str, dict[str, int]]) -> tuple[str, dict]:
@@ -358,9 +362,7 @@ def report(outcomes: list[Outcome], key: database.DeviceKey, defaults: dict[str,
             lines.append(f"| {o.kernel} | `{o.signature}` | | | | | | {o.status}: {o.note} |")
             continue
         base = defaults.get(o.kernel, {})
-        changed = ", ".join(f"{k}={v}" for k, v in sorted(r.params.items()) if base.get(k) != v) or "(defaults)"
-        if r.scheduler:
-            changed = f"autoscheduler {r.scheduler}"
+        changed = r.changes(base)
         if r.speedup:
             speedups.append(r.speedup)
         lines.append(f"| {o.kernel} | `{o.signature}` | {r.default_us or 0:.1f} | {r.time_us or 0:.1f} | "
