@@ -6,7 +6,7 @@ import logging
 from typing import Optional
 
 from .. import config
-from ..meta import KernelMeta, ScheduleSpec
+from ..meta import KernelMeta
 from . import database
 
 log = logging.getLogger(__name__)
@@ -47,18 +47,6 @@ def find(meta: KernelMeta, source: str) -> Optional[database.Hit]:
     return hit
 
 
-def record_spec(meta: KernelMeta, record: database.Record) -> ScheduleSpec:
-    """The schedule a compile builds ``meta`` with under ``record``: the family's defaults with the record's tunables
-    (``config.schedule_overrides`` still win), or the record's autoscheduler."""
-    from ..schedule import default_spec
-    from ..target import targets
-
-    if record.scheduler:  # a Halide autoscheduler was faster than every explicit candidate
-        return ScheduleSpec(f"autoschedule:{record.scheduler}", tuple(sorted(record.params.items())))
-    caps = targets.device_caps(meta.target, meta.device_type, meta.device_index)
-    return default_spec(meta.loop_vars, meta.schedule.family, caps, tuned=record.params)
-
-
 def apply(meta: KernelMeta, source: str) -> tuple[KernelMeta, str]:
     """``(meta, source)`` with a database record's tunables applied and named in a comment line of the source
     (which is part of the kernel cache key, like the tunables in ``meta``); unchanged without a record."""
@@ -71,7 +59,7 @@ def apply(meta: KernelMeta, source: str) -> tuple[KernelMeta, str]:
         return meta, source
     if hit is None:
         return meta, source
-    spec = record_spec(meta, hit.record)
+    spec = database.record_spec(meta, hit.record)
     log.info("halide_xpu: schedule record %s from %s: %s", hit.signature.key, hit.path, hit.record.describe())
     comment = f"{COMMENT} {hit.signature.key} {hit.record.describe()} [{hit.path.name}]"
     return dataclasses.replace(meta, schedule=spec), f"{comment}\n{source}"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .. import cache, config
-from ..meta import KernelMeta
+from ..meta import KernelMeta, ScheduleSpec
 
 log = logging.getLogger(__name__)
 
@@ -356,3 +356,15 @@ def lookup(key: DeviceKey, sig: Signature, paths: Optional[list[Path]] = None) -
         if hit is not None:
             return hit
     return None
+
+
+def record_spec(meta: KernelMeta, record: Record) -> ScheduleSpec:
+    """The schedule a compile builds ``meta`` with under ``record``: the family's defaults with the record's tunables
+    (``config.schedule_overrides`` still win), or the record's autoscheduler."""
+    from ..schedule import default_spec
+    from ..target import targets
+
+    if record.scheduler:  # a Halide autoscheduler was faster than every explicit candidate
+        return ScheduleSpec(f"autoschedule:{record.scheduler}", tuple(sorted(record.params.items())))
+    caps = targets.device_caps(meta.target, meta.device_type, meta.device_index)
+    return default_spec(meta.loop_vars, meta.schedule.family, caps, tuned=record.params)

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any, Optional
 
 from . import database
-from .apply import record_spec
 from .measure import Result, Worker
 
 
@@ -56,7 +55,7 @@ def evaluate(kernels: list[Any], paths: list[Path], reps: int = 5, timeout_s: fl
                 row.note = "no record for this signature"
                 continue
             defaults = dict(meta.schedule.params)
-            spec = record_spec(meta, hit.record)  # what a compile with this record builds
+            spec = database.record_spec(meta, hit.record)  # what a compile with this record builds
             params, family = dict(spec.params), spec.family
             row.record = hit.record.changes(defaults)
             if time.monotonic() > t_end:
