@@ -12,7 +12,8 @@
 #   bench_aoti.py on cuda, after the other stages), tune (our kernels of the GPU_VERIFY_MODELS training steps at
 #   GPU_TUNE_SHAPE, default 8x512, most device time first, tuned for GPU_TUNE_S into $OUT/verify/tune/db: the committed
 #   records plus the new; GPU_TUNE_KERNELS: a list harvested before), heldout (real_models.py at GPU_HELDOUT_SHAPE,
-#   default 10x400: database off vs on vs Triton vs Triton max-autotune, per-kernel tables), profile (scripts/probe_wrapper_cuda.py: a step's host and device
+#   default 10x400: database off vs on vs Triton vs Triton max-autotune, per-kernel tables), warps (test_gpu_warps.py's
+#   CUDA cases, then real_models.py at GPU_WARPS_SHAPE with warp_rows=0 and =4, each beside Triton), profile (scripts/probe_wrapper_cuda.py: a step's host and device
 #   time per wrapper, Triton and ours), addcmul (scripts/probe_addcmul_cuda.py)
 # Knobs: GPU_VERIFY_UT_ARGS (e.g. --filter REGEX), GPU_VERIFY_WALL_S (default 450: no new test after it), GPU_VERIFY_JOBS
 # (GPUTests workers, default 8), GPU_VERIFY_BENCH_S (each benchmark's limit, default 150), HALIDE_XPU_COMMIT (the
@@ -105,6 +106,16 @@ if [[ $stages == *" heldout "* ]]; then  # tuned vs default vs Triton (default a
     --dtypes "${GPU_VERIFY_DTYPES:-bfloat16}" --modes "${GPU_VERIFY_MODES:-train}" --shape "${GPU_HELDOUT_SHAPE:-10x400}" \
     --backends ours_off,ours,inductor,inductor_max --kernel-table --reps 3 --out "$R/heldout" > "$R/heldout.log" 2>&1
   echo "real_models.py exit status $?" >> "$R/heldout.log"
+fi
+if [[ $stages == *" warps "* ]]; then  # CUDA rows of one warp each (warp_rows): eager-checked, then a step's kernels
+  timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_gpu_warps.py -k cuda -n 4 > "$R/warps_tests.log" 2>&1
+  for w in 0 4; do  # the same step with the work-group form (0) and warps (4), each beside Triton
+    HALIDE_XPU_SCHEDULE_OVERRIDES=warp_rows=$w HALIDE_XPU_CACHE_DIR=/tmp/hx_warps_$w timeout "${GPU_WARPS_S:-200}" \
+      python3 benchmarks/real_models.py --device cuda --models "${GPU_VERIFY_MODELS:-gpt2,llama,bert}" \
+      --dtypes "${GPU_VERIFY_DTYPES:-bfloat16}" --modes "${GPU_VERIFY_MODES:-train}" --shape "${GPU_WARPS_SHAPE:-8x512}" \
+      --backends ours,inductor --kernel-table --reps 3 --out "$R/warps_$w" > "$R/warps_$w.log" 2>&1
+    echo "real_models.py exit status $?" >> "$R/warps_$w.log"
+  done
 fi
 if [[ $stages == *" addcmul "* ]]; then
   timeout 120 python3 scripts/probe_addcmul_cuda.py > "$R/probe_addcmul.log" 2>&1

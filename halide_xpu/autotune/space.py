@@ -6,6 +6,7 @@ import math
 from typing import Optional
 
 from ..meta import KernelMeta
+from ..schedule import gpu_warps
 from ..target.targets import DeviceCaps
 
 POW2_VECTORS = (1, 2, 4, 8, 16)  # vector lanes: powers of two up to 16 (Halide's widest useful OpenCL/CUDA vector)
@@ -77,8 +78,12 @@ def _gpu_space(meta: KernelMeta, caps: DeviceCaps, form: str) -> list[Tunable]:
                 Tunable("unroll_outer", (1, 2, 4, 8)), Tunable("vector_outer", (1, 2, 4)),
                 Tunable("col_split", (0, 1, 2, 4, 8))]  # 0: automatic (half the device's work-items)
     row = groups(_product(red))
-    return [Tunable("wg", row), Tunable("wg_row", row), Tunable("wg_row_staged", row), Tunable("vector", (1, 2, 4, 8)),
-            Tunable("stage", (0, 1)), Tunable("unroll_row", (1, 2, 4)), Tunable("fold", (8, 16, 32))]
+    out = [Tunable("wg", row), Tunable("wg_row", row), Tunable("wg_row_staged", row), Tunable("vector", (1, 2, 4, 8)),
+           Tunable("stage", (0, 1)), Tunable("unroll_row", (1, 2, 4)), Tunable("fold", (8, 16, 32))]
+    n = _product(red)
+    if "cuda" in meta.halide_target.split("-") and n is not None and n <= gpu_warps.MAX_ROW:
+        out.insert(0, Tunable("warp_rows", (0, 1, 2, 4, 8)))  # a warp per row (0: a work-group per row)
+    return out
 
 
 def search_space(meta: KernelMeta, caps: DeviceCaps) -> list[Tunable]:

@@ -8,7 +8,7 @@ from typing import Any, Callable, Optional
 from .. import config
 from ..meta import STORAGE_SUFFIX, KernelMeta, LoopVar, ScheduleSpec
 from ..target.targets import DeviceCaps
-from . import pointwise, reduction, scan
+from . import gpu_warps, pointwise, reduction, scan
 from .updates import schedule_error_word  # noqa: F401  (compiler.py: the check pipeline)
 import halide as hl
 
@@ -94,6 +94,8 @@ def variants(meta: KernelMeta, caps: DeviceCaps) -> list[tuple[str, Variant]]:
     always legal there); on the host the last is Halide's default schedule."""
     if meta.schedule.family == "reduction":
         found = reduction.variants(caps.gpu)
+        if caps.gpu and gpu_warps.applicable(meta):  # CUDA, asked for by the schedule (a tuned record, an override)
+            found.insert(0, ("fused_warps", gpu_warps.gpu_fused_warps))
     elif meta.schedule.family == "scan":
         found = [("scan_rows", scan.scan_rows)]
         if caps.gpu:  # the empty "Error:" of vectorized GPU math, as for pointwise kernels

@@ -1,0 +1,122 @@
+"""CUDA rows of one warp each (``warp_rows``): compiled as CUDA twins (no GPU needed) they combine lanes through
+shuffles without local memory or barriers; the numbers are checked against eager where a CUDA device exists; off
+by default and never on OpenCL (Halide's OpenCL backend has no ``gpu_lanes``)."""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import torch
+
+import halide_xpu
+from halide_xpu import compiler
+from halide_xpu.autotune import space
+from halide_xpu.schedule import gpu_warps
+
+from conftest import compile_and_check
+from test_gpu_schedules import CUDA_TARGET, H100, _cuda_twins, _residual_norm
+from replay_kernel import cuda_twin_meta  # noqa: E402  (scripts/, on the path test_gpu_schedules sets)
+
+
+def _rms_norm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6) * w).to(x.dtype)
+
+
+def _norm_backward(x: torch.Tensor, w: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """A LayerNorm's input gradient as its backward graph computes it: two row sums feeding a full-row output."""
+    mean, rstd = x.mean(-1, keepdim=True), torch.rsqrt(x.var(-1, unbiased=False, keepdim=True) + 1e-5)
+    xhat, gw = (x - mean) * rstd, g * w
+    return rstd * (gw - gw.mean(-1, keepdim=True) - xhat * (gw * xhat).mean(-1, keepdim=True))
+
+
+CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple]]] = {
+    # GPT-2's residual sum + LayerNorm with its saved mean and rstd: 4 outputs of two shapes, rows on a grid
+    "residual_norm": (_residual_norm, lambda: (torch.randn(4, 128, 256), torch.randn(128, 256), torch.randn(256))),
+    # Llama's RMSNorm in bf16 (rows of 768: 24 per lane)
+    "rms_norm_bf16": (_rms_norm, lambda: (torch.randn(64, 768).bfloat16(), torch.randn(768).bfloat16())),
+    # a row no multiple of the warp (the last lanes idle) and shorter than it
+    "softmax_100": (lambda x: torch.softmax(x, -1), lambda: (torch.randn(96, 100),)),
+    "log_softmax_20": (lambda x: torch.log_softmax(x * 2, -1), lambda: (torch.randn(50, 20),)),
+    "norm_backward": (_norm_backward, lambda: (torch.randn(32, 384), torch.randn(384), torch.randn(32, 384))),
+    "argmax_rows": (lambda x: x.argmax(-1), lambda: (torch.randn(40, 300),)),
+}
+
+
+def _assembly(tmp: Path) -> Callable[[Any, list, Any], None]:
+    import halide as hl
+
+    return lambda p, a, t: p.compile_to({hl.OutputFileType.assembly: str(tmp / "twin.s")}, a, "k", t)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_warp_rows_build_shuffles_not_barriers(case, monkeypatch, tmp_path):
+    """With ``warp_rows`` every row reduction of <= ``MAX_ROW`` elements takes the warp form: the PTX exchanges
+    lanes' values with ``shfl.sync`` and has no barrier and no shared memory."""
+    monkeypatch.setattr(halide_xpu.config, "schedule_overrides", {"warp_rows": 4})
+    asm: list[str] = []
+    lower = _assembly(tmp_path)
+
+    def keep(p, a, t):
+        lower(p, a, t)
+        asm.append((tmp_path / "twin.s").read_text(errors="replace"))
+
+    fn, make = CASES[case]
+    twins = _cuda_twins(fn, make(), monkeypatch, tmp_path, keep)
+    reductions = [(meta, variant, code) for (meta, _, _, variant), code in zip(twins, asm) if meta.schedule.family == "reduction"]
+    assert reductions, [t[3] for t in twins]
+    for meta, variant, code in reductions:
+        assert variant == "fused_warps", (case, variant)
+        assert "shfl.sync" in code and "bar.sync" not in code and ".shared" not in code, case
+
+
+def test_warp_rows_off_by_default_and_on_opencl(monkeypatch, tmp_path):
+    """The default is a work-group per row; a record asking for warps on OpenCL is not applicable there."""
+    twins = _cuda_twins(*(lambda f, m: (f, m()))(*CASES["softmax_100"]), monkeypatch, tmp_path)
+    assert twins and all(v != "fused_warps" for *_, v in twins)
+    meta = twins[0][0]
+    assert meta.schedule.get("warp_rows", -1) == 0
+    warps = dataclasses.replace(meta, schedule=meta.schedule.with_params(warp_rows=4))  # the opencl kernel's
+    assert not gpu_warps.applicable(warps) and "opencl" in warps.halide_target
+    assert gpu_warps.applicable(cuda_twin_meta(warps))
+
+
+def test_long_rows_keep_a_work_group(monkeypatch, tmp_path):
+    """A row longer than ``MAX_ROW`` (a vocabulary's logits) streams through a work-group: one warp would keep too
+    few loads in flight."""
+    monkeypatch.setattr(halide_xpu.config, "schedule_overrides", {"warp_rows": 4})
+    twins = _cuda_twins(lambda x: torch.logsumexp(x, -1), (torch.randn(8, 5000),), monkeypatch, tmp_path)
+    assert [v for *_, v in twins] == ["fused"]
+
+
+def test_warp_rows_searched_on_cuda_rows_that_fit():
+    """The tuner searches ``warp_rows`` for CUDA inner reductions of <= ``MAX_ROW`` elements only."""
+    from halide_xpu.meta import KernelMeta, LoopVar
+    from halide_xpu.schedule import default_spec
+
+    def meta(halide_target: str, row: int) -> KernelMeta:
+        loops = (LoopVar("h0", str(row), True, True, row * 2), LoopVar("h1", "512", False, False, 0))
+        return KernelMeta(args=(), target="cuda", halide_target=halide_target, loop_vars=loops,
+                          schedule=default_spec(loops, "reduction", H100))
+
+    names = lambda m: {t.name: t.values for t in space.search_space(m, H100)}  # noqa: E731
+    assert names(meta(CUDA_TARGET, 768))["warp_rows"] == (0, 1, 2, 4, 8)
+    assert "warp_rows" not in names(meta(CUDA_TARGET, 50257))
+    assert "warp_rows" not in names(meta("x86-64-linux-opencl", 768))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("case", list(CASES))
+def test_warp_rows_correct_on_cuda(case, target, monkeypatch):
+    """Warp rows compute what eager computes (on a CUDA device; elsewhere the twin tests above check the form)."""
+    if target != "cuda":
+        pytest.skip("warp rows are a CUDA form")
+    monkeypatch.setattr(halide_xpu.config, "schedule_overrides", {"warp_rows": 4})
+    monkeypatch.setattr(compiler, "_memory", {})
+    fn, make = CASES[case]
+    torch.manual_seed(0)
+    compile_and_check(fn, *make(), atol=2e-2 if case == "rms_norm_bf16" else 1e-4, rtol=1e-2 if case == "rms_norm_bf16" else 1e-4)
+    variants = {k.variant for k in compiler._memory.values() if k.meta.schedule.family == "reduction"}
+    assert variants == {"fused_warps"}, variants
