@@ -4,6 +4,7 @@ by default and never on OpenCL (Halide's OpenCL backend has no ``gpu_lanes``).""
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 from typing import Any, Callable
 
@@ -32,9 +33,17 @@ def _norm_backward(x: torch.Tensor, w: torch.Tensor, g: torch.Tensor) -> torch.T
     return rstd * (gw - gw.mean(-1, keepdim=True) - xhat * (gw * xhat).mean(-1, keepdim=True))
 
 
+def _residual_norm_bf16(x: torch.Tensor, e: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """GPT-2's block input: a bf16 residual sum, normalized in fp32 (upstream casts the fp32 sum to fp32 again)."""
+    h = x + e
+    return h, torch.nn.functional.layer_norm(h.float(), h.shape[-1:], w.float()).to(torch.bfloat16)
+
+
 CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple]]] = {
     # GPT-2's residual sum + LayerNorm with its saved mean and rstd: 4 outputs of two shapes, rows on a grid
     "residual_norm": (_residual_norm, lambda: (torch.randn(4, 128, 256), torch.randn(128, 256), torch.randn(256))),
+    "residual_norm_bf16": (_residual_norm_bf16, lambda: (torch.randn(2, 64, 768).bfloat16(),
+                                                         torch.randn(2, 64, 768).bfloat16(), torch.randn(768).bfloat16())),
     # Llama's RMSNorm in bf16 (rows of 768: 24 per lane)
     "rms_norm_bf16": (_rms_norm, lambda: (torch.randn(64, 768).bfloat16(), torch.randn(768).bfloat16())),
     # a row no multiple of the warp (the last lanes idle) and shorter than it
@@ -43,6 +52,12 @@ CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple]]] = {
     "norm_backward": (_norm_backward, lambda: (torch.randn(32, 384), torch.randn(384), torch.randn(32, 384))),
     "argmax_rows": (lambda x: x.argmax(-1), lambda: (torch.randn(40, 300),)),
 }
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test builds its kernels (a CUDA twin is made when a kernel is built, not when the cache has it)."""
+    monkeypatch.setattr(halide_xpu.config, "cache_dir", str(tmp_path / "cache"))
 
 
 def _assembly(tmp: Path) -> Callable[[Any, list, Any], None]:
@@ -70,6 +85,20 @@ def test_warp_rows_build_shuffles_not_barriers(case, monkeypatch, tmp_path):
     for meta, variant, code in reductions:
         assert variant == "fused_warps", (case, variant)
         assert "shfl.sync" in code and "bar.sync" not in code and ".shared" not in code, case
+
+
+@pytest.mark.parametrize("warp_rows", [0, 4])
+def test_identity_casts_not_staged(warp_rows, monkeypatch, tmp_path):
+    """A same-type cast of a staged row (``tmp3 = hl.cast(hl.Float(32), tmp2)``, tmp2 fp32) is read through its
+    source's stage, never staged itself: both forms staged GPT-2's residual sum twice."""
+    monkeypatch.setattr(halide_xpu.config, "schedule_overrides", {"warp_rows": warp_rows})
+    fn, make = CASES["residual_norm_bf16"]
+    twins = _cuda_twins(fn, make(), monkeypatch, tmp_path)
+    (meta, source, lines, variant), = [t for t in twins if t[0].schedule.family == "reduction"]
+    casts = re.findall(r"^\s*(tmp\d+)\[h0, h1\] = hl\.cast\(hl\.Float\(32\), tmp\d+\[h0, h1\]\)$", source, re.M)
+    assert casts, source
+    staged = {line.split(".")[0] for line in lines if re.match(r"tmp\d+\.compute_at\(", line)}
+    assert staged and not staged & set(casts), (variant, staged, casts)
 
 
 def test_warp_rows_off_by_default_and_on_opencl(monkeypatch, tmp_path):

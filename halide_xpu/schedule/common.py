@@ -17,6 +17,7 @@ _TRANSCENDENTAL = re.compile(r"\b(hl\.(exp|log|erf|pow|sin|cos|tan|atan|atan2)|h
 _NO_OPENCL_VECTORS = re.compile(r"\bhl\.(is_nan|is_inf|is_finite|erf)\(")
 _LHS = re.compile(r"^\s*((?:tmp|out_ptr)\d+)\[([^\]]*)\] = (.*)$", re.M)
 _REF = re.compile(r"\b(tmp\d+)\[")
+_IDENTITY_CAST = re.compile(r"^hl\.cast\(hl\.\w+\(\d*\), (tmp\d+)\[([^\]]*)\]\)$")
 _COSTLY = re.compile(r"\b(?:hl|hx)\.(?:tanh|exp|expm1|erf|erfc|log|log1p|log2|pow|sin|cos|tan|atan|atan2|sigmoid|lgamma|"
                      r"digamma|cuda_exp|cuda_erf)\(")
 _FAST_TRANSCENDENTAL = re.compile(r"\bhx\.cuda_exp\(")
@@ -155,6 +156,16 @@ class Plan:
             defs[m.group(1)] = (args, (old[1] + "\n" if old else "") + m.group(3))
         return defs
 
+    def _identity_cast(self, name: str) -> bool:
+        """Whether Func ``name`` is ``hl.cast(T, other[same args])`` of a Func ``other`` already of type ``T``."""
+        args, rhs = self._defs.get(name, ([], ""))
+        m = _IDENTITY_CAST.match(rhs)
+        if not m or [a.strip() for a in m.group(2).split(",") if a.strip()] != args:
+            return False
+        this, other = self.funcs.get(name), self.funcs.get(m.group(1))
+        return isinstance(this, hl.Func) and isinstance(other, hl.Func) and this.defined() and other.defined() \
+            and this.type() == other.type()
+
     def reads_reduction(self, name: str, seen: Optional[set[str]] = None) -> bool:
         """Whether Func ``name`` depends on a reduction result (softmax's ``exp(x - max)``) or only on inputs."""
         seen = set() if seen is None else seen
@@ -211,6 +222,8 @@ class Plan:
             best: Optional[tuple[int, str]] = None
             for name, n in counts.items():
                 func = self.funcs.get(name)
+                if self._identity_cast(name):  # a same-type cast (upstream's f32 cast of an f32 sum) reads its
+                    continue  # source's stage: staging both held one row twice (GPT-2's residual LayerNorm)
                 size = row_bytes(func) if isinstance(func, hl.Func) and spans_row(name) and name not in staged else None
                 if n < 2 or size is None or size > budget:
                     continue

@@ -72,7 +72,8 @@ def gpu_fused_warps(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         _lane_zero(rec, f, f.name(), f.args()[0])
         if f.has_update_definition():
             _warp_sum(rec, plan, f, o, ri, ext)
-    rec.note(f"fused_warps: {per_group} rows per work-group, {len(staged)} staged row(s) in registers")
+    rec.note(f"fused_warps: {per_group} rows per work-group, rows staged in registers: "
+             f"{', '.join(f.name() for f in staged) or 'none'}")
 
 
 def _row_lanes(rec: Recorder, plan: Plan, f: hl.Func, rb: hl.Var, ri: hl.Var, per_group: int, label: str) -> None:
