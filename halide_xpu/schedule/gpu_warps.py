@@ -8,7 +8,8 @@ from typing import Optional
 import halide as hl
 
 from ..meta import KernelMeta, ScheduleSpec
-from .common import GRID_YZ_MAX, GUARD, NotApplicable, Plan, Recorder, inner_reduction, primary_output, reduction_extent, reduction_size
+from .common import (GRID_YZ_MAX, GUARD, NotApplicable, Plan, Recorder, inner_reduction, primary_output,
+                     reduction_extent, reduction_size)
 
 WARP = 32
 STAGED_PER_LANE = 64  # values of staged rows one lane holds in registers (a 768-wide fp32 row: 24)
@@ -22,10 +23,11 @@ def applicable(meta: KernelMeta) -> bool:
 
 
 def gpu_fused_warps(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
-    """One warp per row, ``warp_rows`` rows (of the innermost row dim; others are grid dims) per work-group. Outputs spanning the row: lane ``l`` computes elements
-    ``l, l + 32, ...`` (coalesced); per-row outputs and reductions' last steps run on lane 0 of the row's warp
-    (a lane loop of extent 1) and reach the other lanes by shuffles. Static shapes, one row dim and one
-    stride-1 reduced dim; anything else is not applicable (the work-group form is next)."""
+    """One warp per row, ``warp_rows`` rows of the innermost row dim per work-group (other row dims: grid dims).
+    Outputs spanning the row: lane ``l`` computes elements ``l, l + 32, ...`` (coalesced); per-row outputs and
+    reductions' last steps run on lane 0 of the row's warp (a lane loop of extent 1) and reach the other lanes by
+    shuffles. Static shapes and one stride-1 reduced dim; anything else is not applicable (the work-group form
+    is next)."""
     o = primary_output(plan)
     args = list(o.args())
     in_row = [v for v in args if plan.is_reduction_var(v)]
@@ -94,7 +96,8 @@ def _row_lanes(rec: Recorder, plan: Plan, f: hl.Func, rb: hl.Var, ri: hl.Var, pe
     rec(f, f.name(), "gpu_threads", ri)
 
 
-def _lanes_along(rec: Recorder, f: hl.Func, label: str, x: hl.Var, prefix: str, outer: list, ext: Optional[int]) -> None:
+def _lanes_along(rec: Recorder, f: hl.Func, label: str, x: hl.Var, prefix: str, outer: list,
+                 ext: Optional[int]) -> None:
     """Lane ``l`` takes elements ``l, l + 32, ...`` of ``x`` (unrolled: a staged row stays in registers)."""
     xs, xl = hl.Var(f"{prefix}_s"), hl.Var(f"{prefix}_l")
     rec(f, label, "split", x, xs, xl, WARP, GUARD)
@@ -141,4 +144,5 @@ def _staged(plan: Plan, spec: ScheduleSpec, ext: int) -> list[hl.Func]:
     def row_bytes(f: hl.Func) -> Optional[int]:  # registers hold 32-bit values whatever the type
         return ext * 4 if any(plan.is_reduction_var(v) for v in f.args()) and len(f.args()) == 2 else None
 
-    return plan.row_resident(STAGED_PER_LANE * WARP * 4, row_bytes, spec.get("exp_cost", 6), spec.get("fast_exp_cost", 2))
+    return plan.row_resident(STAGED_PER_LANE * WARP * 4, row_bytes, spec.get("exp_cost", 6),
+                             spec.get("fast_exp_cost", 2))
