@@ -80,12 +80,14 @@ def test_warp_rows_build_shuffles_not_barriers(case, monkeypatch, tmp_path):
 
     fn, make = CASES[case]
     twins = _cuda_twins(fn, make(), monkeypatch, tmp_path, keep)
-    reductions = [(meta, variant, code) for (meta, _, _, variant), code in zip(twins, asm)
+    reductions = [(meta, lines, variant, code) for (meta, _, lines, variant), code in zip(twins, asm)
                   if meta.schedule.family == "reduction"]
     assert reductions, [t[3] for t in twins]
-    for meta, variant, code in reductions:
+    for meta, lines, variant, code in reductions:
         assert variant == "fused_warps", (case, variant)
         assert "shfl.sync" in code and "bar.sync" not in code and ".shared" not in code, case
+        if case.startswith("residual_norm"):  # the sum x + e, read by every pass, in registers (rows on a grid)
+            assert any("rows staged in registers: tmp" in line for line in lines), lines
 
 
 @pytest.mark.parametrize("warp_rows", [0, 4])

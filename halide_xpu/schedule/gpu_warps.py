@@ -3,7 +3,7 @@ and its share of staged rows in registers, lanes combine through warp shuffles (
 memory, no barriers. Halide's OpenCL backend has no ``gpu_lanes``: CUDA only."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import halide as hl
 
@@ -71,7 +71,7 @@ def gpu_fused_warps(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         if [v.name() for v in f.args()] != row_names:
             raise NotApplicable(f"warp rows: {f.name()} is not per-row")
         rec(f, f.name(), "compute_at", o, ri)
-        _lane_zero(rec, f, f.name(), f.args()[0])
+        _lane_zero(rec, f, f.name(), f.args()[0], f.name())
         if f.has_update_definition():
             _warp_sum(rec, plan, f, o, ri, ext)
     rec.note(f"fused_warps: {per_group} rows per work-group, rows staged in registers: "
@@ -107,11 +107,12 @@ def _lanes_along(rec: Recorder, f: hl.Func, label: str, x: hl.Var, prefix: str, 
         rec(f, label, "unroll", xs)
 
 
-def _lane_zero(rec: Recorder, f: hl.Func, label: str, v: hl.Var) -> None:
+def _lane_zero(rec: Recorder, stage: Any, label: str, v: hl.Var, name: str) -> None:
     """A per-row value computed by lane 0 (a lane loop of extent 1): stored once, read by the other lanes
-    through shuffles (a store outside a lane loop would be one by every lane)."""
-    rec(f, label, "split", v, v, hl.Var(f"{label}_lane0"), 1)
-    rec(f, label, "gpu_lanes", hl.Var(f"{label}_lane0"))
+    through shuffles (a store outside a lane loop would be one by every lane). ``stage``: a Func or its update."""
+    lane0 = hl.Var(f"{name}_lane0")
+    rec(stage, label, "split", v, v, lane0, 1)
+    rec(stage, label, "gpu_lanes", lane0)
 
 
 def _warp_sum(rec: Recorder, plan: Plan, f: hl.Func, o: hl.Func, ri: hl.Var, ext: int) -> None:
@@ -130,9 +131,7 @@ def _warp_sum(rec: Recorder, plan: Plan, f: hl.Func, o: hl.Func, ri: hl.Var, ext
     rec(part.update(), f"{pl}.update()", "gpu_lanes", u)
     if -(-ext // WARP) <= UNROLLED_STEPS:
         rec(part.update(), f"{pl}.update()", "unroll", ro)
-    lane0 = hl.Var(f"{name}_lane0")
-    rec(f.update(), lbl, "split", f.args()[0], f.args()[0], lane0, 1)
-    rec(f.update(), lbl, "gpu_lanes", lane0)
+    _lane_zero(rec, f.update(), lbl, f.args()[0], name)
     rec(f.update(), lbl, "unroll", rw)
 
 
@@ -142,7 +141,7 @@ def _staged(plan: Plan, spec: ScheduleSpec, ext: int) -> list[hl.Func]:
         return []
 
     def row_bytes(f: hl.Func) -> Optional[int]:  # registers hold 32-bit values whatever the type
-        return ext * 4 if any(plan.is_reduction_var(v) for v in f.args()) and len(f.args()) == 2 else None
+        return ext * 4 if any(plan.is_reduction_var(v) for v in f.args()) else None
 
     return plan.row_resident(STAGED_PER_LANE * WARP * 4, row_bytes, spec.get("exp_cost", 6),
                              spec.get("fast_exp_cost", 2))
