@@ -244,6 +244,8 @@ def compile_scheduled(
         try:
             lines = _autoschedule(pipeline, funcs, meta, target) if auto else schedule.apply(variant, meta, funcs, caps, source)
             arguments = [hl.Argument(funcs.get(a.name + STORAGE_SUFFIX, funcs[a.name])) for a in meta.args if a.kind != "out"]
+            if name == "fused_warps":
+                schedule.gpu_warps.check_lowered(pipeline, arguments, target)  # see branch_shuffles
             result = compile_fn(pipeline, arguments, target)
             stats.counters["halide_compiles"] += 1
             break

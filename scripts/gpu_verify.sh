@@ -109,7 +109,7 @@ if [[ $stages == *" heldout "* ]]; then  # tuned vs default vs Triton (default a
 fi
 if [[ $stages == *" warps "* ]]; then  # CUDA rows of one warp each (warp_rows): eager-checked, then a step's kernels
   timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_gpu_warps.py -k cuda -n 4 > "$R/warps_tests.log" 2>&1
-  for w in 0 4; do  # the same step with the work-group form (0) and warps (4), each beside Triton
+  for w in ${GPU_WARPS_VALUES:-0 4}; do  # the same step with the work-group form (0) and warps (4), each beside Triton
     HALIDE_XPU_SCHEDULE_OVERRIDES=warp_rows=$w HALIDE_XPU_CACHE_DIR=/tmp/hx_warps_$w timeout "${GPU_WARPS_S:-200}" \
       python3 benchmarks/real_models.py --device cuda --models "${GPU_VERIFY_MODELS:-gpt2,llama,bert}" \
       --dtypes "${GPU_VERIFY_DTYPES:-bfloat16}" --modes "${GPU_VERIFY_MODES:-train}" --shape "${GPU_WARPS_SHAPE:-8x512}" \

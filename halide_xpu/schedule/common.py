@@ -175,6 +175,22 @@ class Plan:
                 return True
         return False
 
+    def readers(self, name: str, materialized: set[str]) -> set[str]:
+        """The Funcs in ``materialized`` that read Func ``name``, directly or through Funcs that are inlined."""
+        found: set[str] = set()
+        todo, seen = [name], {name}
+        while todo:
+            ref = todo.pop()
+            for other, (_, rhs) in self._defs.items():
+                if other == ref or other in seen or ref not in _REF.findall(rhs):
+                    continue
+                seen.add(other)
+                if other in materialized:
+                    found.add(other)
+                else:
+                    todo.append(other)
+        return found
+
     def row_resident(self, budget: int, row_bytes: Callable[[hl.Func], Optional[int]], exp_cost: int = 6,
                      fast_exp_cost: int = 2) -> list[hl.Func]:
         """Funcs spanning the reduced row that several passes over the row read (the reductions, the output

@@ -65,13 +65,28 @@ def gpu_fused_warps(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         rec(f, f.name(), "compute_at", o, ri)
         _lanes_along(rec, f, f.name(), next(v for v in f.args() if plan.is_reduction_var(v)), f"{f.name()}_x",
                      [v for v in f.args() if not plan.is_reduction_var(v)], ext)
-    for f in plan.reductions():
-        if not f.args():  # a 0-d constant (a row's length): inlined
-            continue
+    reductions = [f for f in plan.reductions() if f.args()]  # 0-d constants (a row's length): inlined
+    materialized = {f.name() for f in [*plan.outputs(), *staged, *reductions]}
+    one = hl.Var(f"{label}_one")
+    for f in reductions:
         if [v.name() for v in f.args()] != row_names:
             raise NotApplicable(f"warp rows: {f.name()} is not per-row")
-        rec(f, f.name(), "compute_at", o, ri)
-        _lane_zero(rec, f, f.name(), f.args()[0], f.name())
+        if f.type().bits() > 32:
+            raise NotApplicable(f"warp rows: {f.name()} is {f.type()}: Halide shuffles 32-bit values at most")
+        # A row's value, folded by lane 0 in its private registers (its own loads and stores are no shuffles:
+        # Halide leaves a shuffle of a value stored in the same branch inside that branch, where only lane 0
+        # runs it, and its result is undefined). Read by one per-row output only: folded inside that output's
+        # lane-0 loop. Otherwise every reader takes it from a wrapper stored by lane 0, through shuffles
+        # outside any branch.
+        readers = plan.readers(f.name(), materialized)
+        sole = next((p for p in ([] if in_row else [o]) + per_row if readers == {p.name()}), None)
+        if sole is not None:
+            rec(f, f.name(), "compute_at", sole, one)
+        else:
+            w = rec(f, f.name(), "in_")
+            lane0 = _lane_zero(rec, w, w.name(), w.args()[0], f.name())
+            rec(w, w.name(), "compute_at", o, ri)
+            rec(f, f.name(), "compute_at", w, lane0)
         if f.has_update_definition():
             _warp_sum(rec, plan, f, o, ri, ext)
     rec.note(f"fused_warps: {per_group} rows per work-group, rows staged in registers: "
@@ -107,12 +122,13 @@ def _lanes_along(rec: Recorder, f: hl.Func, label: str, x: hl.Var, prefix: str, 
         rec(f, label, "unroll", xs)
 
 
-def _lane_zero(rec: Recorder, stage: Any, label: str, v: hl.Var, name: str) -> None:
-    """A per-row value computed by lane 0 (a lane loop of extent 1): stored once, read by the other lanes
-    through shuffles (a store outside a lane loop would be one by every lane). ``stage``: a Func or its update."""
+def _lane_zero(rec: Recorder, f: hl.Func, label: str, v: hl.Var, name: str) -> hl.Var:
+    """A per-row value computed by lane 0 (a lane loop of extent 1, returned): stored once, read by the other
+    lanes through shuffles (a store outside a lane loop would be one by every lane)."""
     lane0 = hl.Var(f"{name}_lane0")
-    rec(stage, label, "split", v, v, lane0, 1)
-    rec(stage, label, "gpu_lanes", lane0)
+    rec(f, label, "split", v, v, lane0, 1)
+    rec(f, label, "gpu_lanes", lane0)
+    return lane0
 
 
 def _warp_sum(rec: Recorder, plan: Plan, f: hl.Func, o: hl.Func, ri: hl.Var, ext: int) -> None:
@@ -131,7 +147,6 @@ def _warp_sum(rec: Recorder, plan: Plan, f: hl.Func, o: hl.Func, ri: hl.Var, ext
     rec(part.update(), f"{pl}.update()", "gpu_lanes", u)
     if -(-ext // WARP) <= UNROLLED_STEPS:
         rec(part.update(), f"{pl}.update()", "unroll", ro)
-    _lane_zero(rec, f.update(), lbl, f.args()[0], name)
     rec(f.update(), lbl, "unroll", rw)
 
 
@@ -145,3 +160,36 @@ def _staged(plan: Plan, spec: ScheduleSpec, ext: int) -> list[hl.Func]:
 
     return plan.row_resident(STAGED_PER_LANE * WARP * 4, row_bytes, spec.get("exp_cost", 6),
                              spec.get("fast_exp_cost", 2))
+
+
+def branch_shuffles(stmt: str) -> list[str]:
+    """Warp shuffles left inside a branch of a device loop nest in a lowered statement (Halide's conceptual
+    Stmt): Halide hoists every shuffle out of branches unless its value is stored in the same branch, and a
+    shuffle that only some lanes run returns an undefined value."""
+    bad: list[str] = []
+    stack: list[str] = []  # one entry per open brace: "gpu", "if" or ""
+    for line in stmt.splitlines():
+        s = line.strip()
+        if "shfl.sync" in s and "if" in stack[next((i for i, k in enumerate(stack) if k == "gpu"), len(stack)):]:
+            bad.append(s)
+        if s.startswith("}"):
+            if stack:
+                stack.pop()
+            s = s[1:].strip()
+        if s.endswith("{"):
+            kind = "gpu" if s.startswith(("gpu_block", "gpu_thread", "gpu_lane")) else ""
+            stack.append("if" if s.startswith(("if (", "else")) else kind)
+    return bad
+
+
+def check_lowered(pipeline: Any, arguments: list, target: Any) -> None:
+    """Lower ``pipeline`` once more (a conceptual Stmt) and refuse the form when a shuffle stayed in a branch."""
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory(prefix="hx_warps_") as tmp:
+        path = Path(tmp) / "kernel.stmt"
+        pipeline.compile_to({hl.OutputFileType.conceptual_stmt: str(path)}, arguments, "warp_check", target)
+        bad = branch_shuffles(path.read_text(errors="replace"))
+    if bad:
+        raise NotApplicable(f"warp rows: {len(bad)} shuffles in a branch only some lanes run: {bad[0][:200]}")
