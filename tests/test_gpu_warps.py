@@ -153,3 +153,51 @@ def test_warp_rows_correct_on_cuda(case, target, monkeypatch):
     compile_and_check(fn, *make(), atol=2e-2 if bf16 else 1e-4, rtol=1e-2 if bf16 else 1e-4)
     variants = {k.variant for k in compiler._memory.values() if k.meta.schedule.family == "reduction"}
     assert variants == {"fused_warps"}, variants
+
+
+def test_branch_shuffles_found():
+    """The lowered-IR check flags a shuffle left inside a branch of a device loop nest, and nothing else: not a
+    hoisted shuffle, not a branch of host code around the kernel."""
+    kernel = """if (!bounds_query) {
+ gpu_block<CUDA> (b, 0, 10) {
+  gpu_lane<CUDA> (.thread_id_x, 0, 32) {
+   let t1 = (float32)llvm.nvvm.shfl.sync.idx.f32(-1, w[0], 0, 31)
+   if (.thread_id_x < 1) {
+    w[0] = t1
+    out[b] = (float32)llvm.nvvm.shfl.sync.idx.f32(-1, w[0], 0, 31)
+   }
+  }
+ }
+}"""
+    assert gpu_warps.branch_shuffles(kernel) == ["out[b] = (float32)llvm.nvvm.shfl.sync.idx.f32(-1, w[0], 0, 31)"]
+    assert gpu_warps.branch_shuffles("\n".join(line for line in kernel.splitlines() if "out[b]" not in line)) == []
+
+
+HARVESTED_H200 = Path(__file__).parents[1] / "benchmarks" / "results" / "NVIDIA_H200" / "tune_kernels_8x512.jsonl"
+
+
+@pytest.mark.parametrize("nodes", ["44e3b83b0bb8 inputs_embeds,hidden_states,hidden_states_2", "95364160fdbc inputs_embeds"])
+def test_harvested_kernels_take_warps_twice(nodes, monkeypatch, tmp_path):
+    """Kernels of the H200 bf16 training steps (CUDA sources) take
+    the warp form, also when built a second time in the process (Halide names the Funcs ``tmp2$4``): GPT-2's
+    embedding + LayerNorm (Welford's shifted mean, a pure per-row result) and Llama's RMSNorm. On the H200 both had
+    left a lane-0 value's shuffles in a branch, and the check refused the form."""
+    import json
+
+    from halide_xpu.autotune.measure import parse_meta
+    from replay_kernel import compile_cuda_twin
+
+    record = next(json.loads(line) for line in HARVESTED_H200.open() if nodes in line)
+    meta = parse_meta(record["meta"])
+    meta = dataclasses.replace(meta, schedule=meta.schedule.with_params(warp_rows=4))
+    for _ in range(2):
+        _, lines, variant = compile_cuda_twin(meta, record["source"], lambda p, a, t: p.compile_to(
+            {hl_output("conceptual_stmt"): str(tmp_path / "k.stmt")}, a, "k", t))
+        assert variant == "fused_warps", lines
+        assert not gpu_warps.branch_shuffles((tmp_path / "k.stmt").read_text(errors="replace"))
+
+
+def hl_output(name: str) -> Any:
+    import halide as hl
+
+    return getattr(hl.OutputFileType, name)

@@ -65,8 +65,11 @@ def gpu_fused_warps(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         rec(f, f.name(), "compute_at", o, ri)
         _lanes_along(rec, f, f.name(), next(v for v in f.args() if plan.is_reduction_var(v)), f"{f.name()}_x",
                      [v for v in f.args() if not plan.is_reduction_var(v)], ext)
-    reductions = [f for f in plan.reductions() if f.args()]  # 0-d constants (a row's length): inlined
-    materialized = {f.name() for f in [*plan.outputs(), *staged, *reductions]}
+    # folds only: 0-d constants (a row's length) and pure per-row results (Welford's mean: shift + sum / n) are
+    # inlined where read (given a lane-0 branch, their shuffles of a fold stored in the branch before stayed in it)
+    reductions = [f for f in plan.reductions() if f.args() and f.has_update_definition()]
+    source = {fn.name(): n for n, fn in plan.funcs.items() if isinstance(fn, hl.Func)}  # "tmp2$4" -> "tmp2"
+    materialized = {source[f.name()] for f in [*plan.outputs(), *staged, *reductions]}
     one = hl.Var(f"{label}_one")
     for f in reductions:
         if [v.name() for v in f.args()] != row_names:
@@ -78,8 +81,8 @@ def gpu_fused_warps(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         # runs it, and its result is undefined). Read by one per-row output only: folded inside that output's
         # lane-0 loop. Otherwise every reader takes it from a wrapper stored by lane 0, through shuffles
         # outside any branch.
-        readers = plan.readers(f.name(), materialized)
-        sole = next((p for p in ([] if in_row else [o]) + per_row if readers == {p.name()}), None)
+        readers = plan.readers(source[f.name()], materialized)
+        sole = next((p for p in ([] if in_row else [o]) + per_row if readers == {source[p.name()]}), None)
         if sole is not None:
             rec(f, f.name(), "compute_at", sole, one)
         else:
@@ -87,8 +90,7 @@ def gpu_fused_warps(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
             lane0 = _lane_zero(rec, w, w.name(), w.args()[0], f.name())
             rec(w, w.name(), "compute_at", o, ri)
             rec(f, f.name(), "compute_at", w, lane0)
-        if f.has_update_definition():
-            _warp_sum(rec, plan, f, o, ri, ext)
+        _warp_sum(rec, plan, f, o, ri, ext)
     rec.note(f"fused_warps: {per_group} rows per work-group, rows staged in registers: "
              f"{', '.join(f.name() for f in staged) or 'none'}")
 
