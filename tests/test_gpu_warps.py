@@ -104,15 +104,17 @@ def test_identity_casts_not_staged(warp_rows, monkeypatch, tmp_path):
     assert staged and not staged & set(casts), (variant, staged, casts)
 
 
-def test_warp_rows_off_by_default_and_on_opencl(monkeypatch, tmp_path):
-    """The default is a work-group per row; a record asking for warps on OpenCL is not applicable there."""
+def test_warp_rows_default_on_cuda_never_on_opencl(monkeypatch, tmp_path):
+    """CUDA rows take warps by default (``warp_rows`` 4); the same kernel on OpenCL keeps a work-group per row, and
+    ``warp_rows=0`` gives CUDA the work-group form too."""
     twins = _cuda_twins(*(lambda f, m: (f, m()))(*CASES["softmax_100"]), monkeypatch, tmp_path)
-    assert twins and all(v != "fused_warps" for *_, v in twins)
-    meta = twins[0][0]
-    assert meta.schedule.get("warp_rows", -1) == 0
-    warps = dataclasses.replace(meta, schedule=meta.schedule.with_params(warp_rows=4))  # the opencl kernel's
-    assert not gpu_warps.applicable(warps) and "opencl" in warps.halide_target
-    assert gpu_warps.applicable(cuda_twin_meta(warps))
+    assert twins and all(v == "fused_warps" for *_, v in twins)
+    meta = twins[0][0]  # the opencl kernel's
+    assert meta.schedule.get("warp_rows", -1) == 4
+    assert not gpu_warps.applicable(meta) and "opencl" in meta.halide_target
+    assert gpu_warps.applicable(cuda_twin_meta(meta))
+    off = dataclasses.replace(meta, schedule=meta.schedule.with_params(warp_rows=0))
+    assert not gpu_warps.applicable(cuda_twin_meta(off))
 
 
 def test_long_rows_keep_a_work_group(monkeypatch, tmp_path):
