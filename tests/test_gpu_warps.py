@@ -180,11 +180,13 @@ HARVESTED_H200 = Path(__file__).parents[1] / "benchmarks" / "results" / "NVIDIA_
 
 @pytest.mark.parametrize("nodes", ["44e3b83b0bb8 inputs_embeds,hidden_states,hidden_states_2", "95364160fdbc inputs_embeds"])
 def test_harvested_kernels_take_warps_twice(nodes, monkeypatch, tmp_path):
-    """Kernels of the H200 bf16 training steps (CUDA sources) take
-    the warp form, also when built a second time in the process (Halide names the Funcs ``tmp2$4``): GPT-2's
-    embedding + LayerNorm (Welford's shifted mean, a pure per-row result) and Llama's RMSNorm. On the H200 both had
-    left a lane-0 value's shuffles in a branch, and the check refused the form."""
+    """Kernels of the H200 bf16 training steps (CUDA sources) take the warp form, also when built a second time in
+    the process (Halide names the Funcs ``tmp2$4``): GPT-2's embedding + LayerNorm (Welford's shifted mean, a pure
+    per-row result) and Llama's RMSNorm. On the H200 both had left a lane-0 value's shuffles in a branch, and the
+    check refused the form."""
     import json
+
+    import halide as hl
 
     from halide_xpu.autotune.measure import parse_meta
     from replay_kernel import compile_cuda_twin
@@ -194,12 +196,6 @@ def test_harvested_kernels_take_warps_twice(nodes, monkeypatch, tmp_path):
     meta = dataclasses.replace(meta, schedule=meta.schedule.with_params(warp_rows=4))
     for _ in range(2):
         _, lines, variant = compile_cuda_twin(meta, record["source"], lambda p, a, t: p.compile_to(
-            {hl_output("conceptual_stmt"): str(tmp_path / "k.stmt")}, a, "k", t))
+            {hl.OutputFileType.conceptual_stmt: str(tmp_path / "k.stmt")}, a, "k", t))
         assert variant == "fused_warps", lines
         assert not gpu_warps.branch_shuffles((tmp_path / "k.stmt").read_text(errors="replace"))
-
-
-def hl_output(name: str) -> Any:
-    import halide as hl
-
-    return getattr(hl.OutputFileType, name)
