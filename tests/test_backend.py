@@ -177,8 +177,9 @@ def test_asserts_catch_bad_buffers(target: str) -> None:
 
 @pytest.mark.parametrize("case", ["softmax", "residual_layer_norm", "row_sum"])
 def test_rows_staged_in_local_memory(target: str, case: str) -> None:
-    """Device schedules keep a row that several passes read in local memory (softmax's exp(x - max), a residual
-    norm's x + y) and stage nothing when one pass reads the row (a plain sum); results still match eager."""
+    """Device schedules keep a row that several passes read in local memory, or in lanes' registers in CUDA's warp
+    form (softmax's exp(x - max), a residual norm's x + y), and stage nothing when one pass reads the row (a plain
+    sum); results still match eager."""
     if target == "host":
         pytest.skip("GPU-style schedules only")
     from halide_xpu import compiler
@@ -192,8 +193,8 @@ def test_rows_staged_in_local_memory(target: str, case: str) -> None:
     compiler._memory.clear()
     compile_and_check(fn, torch.randn(16, 256), torch.randn(16, 256), atol=1e-5, rtol=1e-5)
     (launcher,) = [lau for lau in compiler._memory.values() if lau.meta.schedule.family == "reduction"]
-    staged = [line.split(".")[0] for line in launcher.schedule if ".compute_at(out_ptr" in line and "_intm" not in line
-              and line.split(".")[0] not in launcher.meta.reductions]
+    staged = [line.split(".")[0] for line in launcher.schedule if ".compute_at(out_ptr" in line
+              and not any(k in line for k in ("_intm", "_wrapper")) and line.split(".")[0] not in launcher.meta.reductions]
     if staged_op is None:
         assert not staged, launcher.schedule
         return
@@ -201,7 +202,9 @@ def test_rows_staged_in_local_memory(target: str, case: str) -> None:
     source = (Path(launcher.library).parent / "kernel.py").read_text()
     defs = [line for line in source.splitlines() if any(line.strip().startswith(f"{s}[") for s in staged)]
     assert any(staged_op in d for d in defs), (staged, defs)
-    assert any(f"{staged[0]}.vectorize" in line or f"{staged[0]}.gpu_threads" in line for line in launcher.schedule)
+    # spread over the work-group's threads (or vector lanes), or over a warp's lanes in CUDA's warp form (registers)
+    assert any(f"{staged[0]}.{how}(" in line for line in launcher.schedule
+               for how in ("vectorize", "gpu_threads", "gpu_lanes")), launcher.schedule
 
 
 def test_opencl_build_error_is_reported_by_the_child(tmp_path: Path) -> None:
