@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from . import cache, config, device_binary, schedule, stats, usm
+from . import cache, config, device_binary, pairs, schedule, stats, usm
 from . import halide_helpers as hx
 from .meta import DEVICE_CHECK_MESSAGES, DTYPES, MISALIGNED, STORAGE_SUFFIX, ArgSpec, KernelMeta
 from .native_sources import halide_include_dir
@@ -131,7 +131,8 @@ def glue_source(meta: KernelMeta) -> str:
             continue
         code, bits = meta.type_code_bits(a)
         size = DTYPES[a.dtype][3]
-        dims = ", ".join(f"{{0, (int32_t)({e}), (int32_t)({s}), 0}}" for e, s in zip(a.shape, a.stride))
+        shape = ((f"({a.shape[0]}) / 2",) if a.name in meta.pairs else a.shape)  # words of two elements
+        dims = ", ".join(f"{{0, (int32_t)({e}), (int32_t)({s}), 0}}" for e, s in zip(shape, a.stride))
         body.append(f"  halide_dimension_t d{i}[{max(len(a.shape), 1)}] = {{{dims or '{0, 1, 1, 0}'}}};")
         base = a.alias_of or a.name
         # inputs, and outputs that keep their other elements, start as host data Halide copies to the device
@@ -229,6 +230,7 @@ def compile_scheduled(
     target)`` it; returns (compile_fn's result, schedule lines, variant name)."""
     import halide as hl
 
+    meta, source = pairs.apply(meta, source)  # build() has applied it already (the glue needs it): unchanged then
     code = compile(source, "<halide_xpu kernel>", "exec")
     target = hl.Target(meta.halide_target)
     caps = caps or targets.device_caps(meta.target, meta.device_type, meta.device_index)
@@ -305,6 +307,7 @@ def build(meta: KernelMeta, source: str, workdir: Path, caps: Optional[DeviceCap
     the device's, by default asked of it (given: a build for a device this machine lacks)."""
     import halide as hl
 
+    meta, source = pairs.apply(meta, source)
     (workdir / "kernel.py").write_text(source)
     (workdir / "meta.repr").write_text(repr(meta))  # scripts/replay_kernel.py rebuilds a kernel from its entry
     outputs = {hl.OutputFileType.object: str(workdir / "kernel.o"), hl.OutputFileType.c_header: str(workdir / "kernel.h")}

@@ -120,6 +120,20 @@ def bf16_input(param: hl.ImageParam) -> hl.Func:
     return f
 
 
+def pair_halves(words: hl.ImageParam) -> hl.Func:
+    """The uint16 elements of a 1-D uint32 ImageParam holding two each, low half first (pairs.py)."""
+    f, h = hl.Func(f"{words.name()}_halves"), hl.Var("d0")
+    f[h] = hl.cast(hl.UInt(16), words[h // 2] >> hl.cast(hl.UInt(32), (h % 2) * 16))
+    return f
+
+
+def pair_words(halves: hl.Func, var: str, name: str) -> hl.Func:
+    """The 1-D uint32 Func over Var ``var`` packing two uint16 results of ``halves`` per point (pairs.py)."""
+    f, k = hl.Func(hl.UInt(32), 1, name), hl.Var(var)
+    f[k] = hl.cast(hl.UInt(32), halves[2 * k]) | (hl.cast(hl.UInt(32), halves[2 * k + 1]) << 16)
+    return f
+
+
 def cuda_exp(x: hl.Expr) -> hl.Expr:
     """exp; on CUDA (fast math) fp32 ``fast_inverse_sqrt`` marks it and target/ptx.py expands the mark in the PTX
     into an exp on the exp2 unit (float64 keeps Halide's exp; half types round-trip via fp32)."""

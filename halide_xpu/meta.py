@@ -117,6 +117,7 @@ class KernelMeta:
     ordered_stores: tuple[str, ...] = ()  # outputs whose indirect stores write an element several times, last wins
     error_word: bool = False  # device checks: a check pipeline computes an error word before the kernel runs
     scalar_lanes: bool = False  # built for pointers off the vector alignment: every lane unrolled (no vector access)
+    pairs: tuple[str, ...] = ()  # bf16 buffers passed as uint32 words of two elements, half the extent (pairs.py)
     halide_launch: bool = False  # CUDA: launched through Halide's runtime, not the direct launch (config.cuda_launch)
 
     @property
@@ -148,6 +149,8 @@ class KernelMeta:
 
     def type_code_bits(self, arg: ArgSpec) -> tuple[int, int]:
         """(halide_type_code_t, bits) of the halide_buffer_t passed for ``arg``."""
+        if arg.name in self.pairs:
+            return 1, 32
         if arg.dtype == "bfloat16" and self.bf16_as_bits:
             return 1, 16
         code, bits, _, _ = DTYPES[arg.dtype]

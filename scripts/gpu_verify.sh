@@ -13,7 +13,8 @@
 #   GPU_TUNE_SHAPE, default 8x512, most device time first, tuned for GPU_TUNE_S into $OUT/verify/tune/db: the committed
 #   records plus the new; GPU_TUNE_KERNELS: a list harvested before), heldout (real_models.py at GPU_HELDOUT_SHAPE,
 #   default 10x400: database off vs on vs Triton vs Triton max-autotune, per-kernel tables), warps (test_gpu_warps.py's
-#   CUDA cases, then real_models.py at GPU_WARPS_SHAPE with warp_rows=0 and =4, each beside Triton), profile (scripts/probe_wrapper_cuda.py: a step's host and device
+#   CUDA cases, then real_models.py at GPU_WARPS_SHAPE with warp_rows=0 and =4, each beside Triton), pairs (test_pairs.py's
+#   CUDA cases, scripts/probe_adamw_cuda.py, real_models.py at GPU_PAIRS_SHAPE per GPU_PAIRS_VALUES), profile (scripts/probe_wrapper_cuda.py: a step's host and device
 #   time per wrapper, Triton and ours), addcmul (scripts/probe_addcmul_cuda.py)
 # Knobs: GPU_VERIFY_UT_ARGS (e.g. --filter REGEX), GPU_VERIFY_WALL_S (default 450: no new test after it), GPU_VERIFY_JOBS
 # (GPUTests workers, default 8), GPU_VERIFY_BENCH_S (each benchmark's limit, default 150), HALIDE_XPU_COMMIT (the
@@ -115,6 +116,17 @@ if [[ $stages == *" warps "* ]]; then  # CUDA rows of one warp each (warp_rows):
       --dtypes "${GPU_VERIFY_DTYPES:-bfloat16}" --modes "${GPU_VERIFY_MODES:-train}" --shape "${GPU_WARPS_SHAPE:-8x512}" \
       --backends ours,inductor --kernel-table --reps 3 --out "$R/warps_$w" > "$R/warps_$w.log" 2>&1
     echo "real_models.py exit status $?" >> "$R/warps_$w.log"
+  done
+fi
+if [[ $stages == *" pairs "* ]]; then  # bf16 buffers as 32-bit words (pairs): eager-checked, AdamW's step, a step's kernels
+  timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_pairs.py -k cuda -n 4 > "$R/pairs_tests.log" 2>&1
+  timeout 150 python3 scripts/probe_adamw_cuda.py "$R/probe_adamw.json" pairs=0 default > "$R/probe_adamw.log" 2>&1
+  for p in ${GPU_PAIRS_VALUES:-1}; do  # each beside Triton (GPU_PAIRS_VALUES="0 1": both forms)
+    HALIDE_XPU_SCHEDULE_OVERRIDES=pairs=$p HALIDE_XPU_CACHE_DIR=/tmp/hx_pairs_$p timeout "${GPU_PAIRS_S:-240}" \
+      python3 benchmarks/real_models.py --device cuda --models "${GPU_VERIFY_MODELS:-gpt2,llama,bert}" \
+      --dtypes "${GPU_VERIFY_DTYPES:-bfloat16}" --modes "${GPU_VERIFY_MODES:-train}" --shape "${GPU_PAIRS_SHAPE:-10x400}" \
+      --backends ours,inductor --kernel-table --reps 3 --out "$R/pairs_$p" > "$R/pairs_$p.log" 2>&1
+    echo "real_models.py exit status $?" >> "$R/pairs_$p.log"
   done
 fi
 if [[ $stages == *" addcmul "* ]]; then

@@ -493,6 +493,8 @@ def test_staged_lanes(n, monkeypatch, tmp_path):
     from halide_xpu.schedule import common
 
     monkeypatch.setattr(halide_xpu.config, "cache_dir", str(tmp_path / "twins"))
+    # the elementwise form (16-bit lanes) that kernels with unpaired bf16 buffers take (test_pairs.py: the rest)
+    monkeypatch.setattr(halide_xpu.config, "schedule_overrides", {"pairs": 0})
     args = (torch.randn(n, dtype=torch.bfloat16), torch.randn(n))
     twins = _cuda_twins(_cast_scale, args, monkeypatch, tmp_path)
     lines = "\n".join(twins[0][2])
@@ -502,7 +504,7 @@ def test_staged_lanes(n, monkeypatch, tmp_path):
     monkeypatch.setattr(common.Plan, "unroll_lanes", property(lambda self: True))
     monkeypatch.setattr(common.Plan, "gpu_vectors", property(lambda self: True))
     results = []
-    for overrides in ("stage_lanes=1", "stage_lanes=0"):
+    for overrides in ("stage_lanes=1,pairs=0", "stage_lanes=0,pairs=0"):
         monkeypatch.setattr(halide_xpu.config, "schedule_overrides", overrides)
         monkeypatch.setattr(halide_xpu.config, "cache_dir", str(tmp_path / f"run{overrides}"))
         monkeypatch.setattr(compiler, "_memory", {})
@@ -514,8 +516,10 @@ def test_staged_lanes(n, monkeypatch, tmp_path):
 
 
 def test_transcendental_kernels_are_not_staged(monkeypatch, tmp_path):
-    """A bf16 tanh gelu (compute-bound) keeps plain strided lanes: staging made it 0.96 -> 1.12x Triton."""
+    """A bf16 tanh gelu (compute-bound) keeps plain strided lanes: staging made it 0.96 -> 1.12x Triton (the
+    elementwise form, ``pairs`` 0; with pairs it loads words, test_pairs.py)."""
     monkeypatch.setattr(__import__("halide_xpu").config, "cache_dir", str(tmp_path))
+    monkeypatch.setattr(__import__("halide_xpu").config, "schedule_overrides", {"pairs": 0})
     twins = _cuda_twins(lambda x: F.gelu(x, approximate="tanh"), (torch.randn(2 * 256 * 8, dtype=torch.bfloat16),),
                         monkeypatch, tmp_path)
     lines = "\n".join(twins[0][2])

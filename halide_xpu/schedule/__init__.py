@@ -135,6 +135,16 @@ def private_points(plan: Plan, meta: KernelMeta) -> bool:
                                  for n in meta.snapshots)
 
 
+def _private_inputs(plan: Plan, meta: KernelMeta) -> list[str]:
+    """Inputs besides the snapshots that a ``private_points`` kernel reads only at the outputs' points, with the
+    outputs' layout (AdamW's gradient): a work-item can load its points of them into registers up front too."""
+    outs = [a for a in meta.args if a.kind == "out"]
+    lhs = _index_texts(_OUT_INDEX, plan.source)
+    return [a.name for a in meta.args if a.kind == "in" and a.is_buffer and a.name not in meta.snapshots
+            and (a.shape, a.stride, a.offset) == (outs[0].shape, outs[0].stride, outs[0].offset)
+            and _index_texts(re.compile(rf"\b{a.name}\[([^\]]*)\]"), plan.source) == lhs]
+
+
 def _snapshot_inputs(rec: Recorder, plan: Plan, meta: KernelMeta, in_registers: bool) -> list[hl.Func]:
     """Inputs an output overwrites (``KernelMeta.snapshots``) are read through a copy made before any output; on
     GPUs copies of one static shape share one kernel (AdamW's three state tensors: one launch, not three).
@@ -197,9 +207,12 @@ def _fused_in_registers(rec: Recorder, plan: Plan, copies: list[hl.Func], wg: in
     for before, f in zip(outs, outs[1:]):
         rec(f, f.name(), "compute_with", before, wi)
     hoist_scalars(rec, plan, outs[0], f"{prefix}_wg")
-    for copy in copies:  # ``vector_copies``: each work-item's points of an input in one vector load
+    # ``vector_copies``: each work-item's points of an input in one vector load (always for bf16 pairs: 4 words are
+    # one 128-bit load; narrower lanes would be scalar loads and shuffles, see Plan.unroll_lanes)
+    vector = spec.get("vector_copies", 0) or bool(plan.meta.pairs)
+    for copy in copies:
         rec(copy, copy.name(), "compute_at", outs[0], wi)
-        rec(copy, copy.name(), "vectorize" if spec.get("vector_copies", 0) else "unroll", copy.args()[0])
+        rec(copy, copy.name(), "vectorize" if vector else "unroll", copy.args()[0])
 
 
 class UnscheduledUpdate(RuntimeError):
@@ -221,6 +234,8 @@ def apply(variant: Variant, meta: KernelMeta, funcs: dict[str, Any], caps: Devic
     rec = Recorder(unroll_lanes=plan.unroll_lanes)
     tiling = _register_tiling(plan, meta, meta.schedule) if variant is _pointwise_fused and caps.gpu else None
     copies = _snapshot_inputs(rec, plan, meta, in_registers=tiling is not None)
+    if tiling is not None and meta.schedule.get("register_inputs", 0):  # every input's points loaded before a store
+        copies += [rec(p, n, "in_") for n in _private_inputs(plan, meta) if (p := _param(plan, n)) is not None]
     if tiling is not None:
         _fused_in_registers(rec, plan, copies, *tiling, meta.schedule)
     else:

@@ -275,7 +275,7 @@ class Plan:
         pointwise = not self.meta.reductions
 
         def narrow(a: Any) -> bool:  # a 64-bit result per row (argmax) leaves the row's fp32 loads vectorized
-            size = DTYPES[a.dtype][3]
+            size = 4 if a.name in self.meta.pairs else DTYPES[a.dtype][3]  # bf16 pairs: 32-bit words
             return a.is_buffer and (size < 4 or (size != 4 and (a.kind == "in" or pointwise)))
 
         return any(narrow(a) for a in self.meta.args) or bool(_TO_HALF.search(self.source))

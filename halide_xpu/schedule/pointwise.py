@@ -19,12 +19,13 @@ def default_params(gpu: bool, vector_width: int) -> dict[str, int]:
     """Tunables: ``vector`` lanes, ``wg`` work-group size, ``unroll`` (vectors per work-item), ``tile`` and
     ``unroll_tile`` (transposes), ``strided`` (unrolled lanes a work-group apart, ``strided_lanes`` of them),
     ``stage_lanes`` (``staged_lanes`` of them, inputs staged in local memory), ``scalar_hoist`` (common.hoist_scalars)
-    on GPUs, ``tasks_per_core`` (host parallel split)."""
+    on GPUs, ``pairs`` (bf16 buffers as 32-bit words of two elements, pairs.py: 1 on CUDA, 2 on every GPU target),
+    ``tasks_per_core`` (host parallel split)."""
     if gpu:  # tile: transposes in 64x64 local-memory tiles (H100: 1.15x Triton vs 1.22x with 32x32)
         # strided_lanes: H100 sweep (benchmarks/results/NVIDIA_H100_80GB_HBM3/sweep_bf16.md), 16 vs 4 lanes: bf16 gelu
         # 0.78 -> 0.49x Triton, a pad of bf16 logits 1.77 -> 1.64x, a bf16 scale 0.95 -> 0.96x
         return {"vector": 4, "wg": 256, "tile": 64, "unroll_tile": 1, "unroll": 1, "strided": 1, "strided_lanes": 16,
-                "stage_lanes": 1, "staged_lanes": 8, "scalar_hoist": 1}
+                "stage_lanes": 1, "staged_lanes": 8, "scalar_hoist": 1, "pairs": 1}
     return {"vector": vector_width, "tasks_per_core": 4, "min_chunk": 4096}
 
 

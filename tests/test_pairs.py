@@ -1,0 +1,119 @@
+"""bf16 pointwise kernels over 32-bit words of two elements (schedule parameter ``pairs``, halide_xpu/pairs.py):
+numbers against eager on every device target with the rewrite forced (``pairs=2``), the kernels that must stay
+elementwise, and the CUDA twin's PTX (128-bit accesses with it, 16-bit ones without)."""
+from __future__ import annotations
+
+import collections
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import halide_xpu
+from halide_xpu import compiler
+
+from conftest import compile_and_check
+from test_gpu_schedules import _cuda_twins
+
+
+def _bf16(*shapes: tuple[int, ...]) -> Callable[[], tuple[torch.Tensor, ...]]:
+    return lambda: tuple(torch.randn(*s).bfloat16() for s in shapes)
+
+
+def _inplace_scale(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    x = x.clone()
+    x.mul_(0.5).add_(y)
+    return x
+
+
+# case -> (fn, inputs, whether the kernel takes words)
+CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple], bool]] = {
+    "gelu": (lambda x: F.gelu(x, approximate="tanh"), _bf16((64, 3072)), True),
+    "silu_mul": (lambda x, y: F.silu(x) * y, _bf16((16, 1376), (16, 1376)), True),
+    "two_outputs": (lambda x, y: (x * y, x - y), _bf16((1000,), (1000,)), True),
+    "inplace": (_inplace_scale, _bf16((8, 250), (8, 250)), True),
+    "odd": (lambda x: x * 2, _bf16((999,)), False),  # an odd extent: elements
+    "bias": (lambda x, b: x + b, _bf16((16, 96), (96,)), False),  # a broadcast bf16 input
+    "to_float": (lambda x: x.float() * 2, _bf16((512,)), False),  # a float32 output
+}
+
+
+def _words(target: str) -> list[bool]:
+    """Per bf16 kernel built on ``target`` since the last clear: whether it takes words."""
+    return ["hx.pair_words(" in (Path(lau.library).parent / "kernel.py").read_text()
+            for lau in compiler._memory.values() if lau.meta.target == target]
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_pairs_match_eager(target, case, monkeypatch, tmp_path):
+    """Forced on every device target: eager's numbers (bit-exact where the math is exact in fp32; tanh may differ
+    in its last bit), and the rewrite taken exactly by the kernels that qualify."""
+    if target == "host":
+        pytest.skip("the host target computes bf16 natively (no bits to pair)")
+    monkeypatch.setattr(halide_xpu.config, "cache_dir", str(tmp_path))
+    monkeypatch.setattr(halide_xpu.config, "schedule_overrides", {"pairs": 2})
+    compiler._memory.clear()
+    fn, make, words = CASES[case]
+    exact = case != "gelu"
+    compile_and_check(fn, *make(), atol=None if not exact else 0, rtol=None if not exact else 0)
+    assert _words(target) and all(w == words for w in _words(target)), _words(target)
+
+
+def test_adamw_step_in_words(target, monkeypatch, tmp_path):
+    """AdamW's foreach update of bf16 parameters (the kernel overwrites the parameter and both moments it reads):
+    two steps match eager's, with the update kernels on words."""
+    if target == "host":
+        pytest.skip("the host target computes bf16 natively (no bits to pair)")
+    monkeypatch.setattr(halide_xpu.config, "cache_dir", str(tmp_path))
+    monkeypatch.setattr(halide_xpu.config, "schedule_overrides", {"pairs": 2})
+    compiler._memory.clear()
+    device = "cuda" if target == "cuda" else "cpu"
+    shapes = [(96, 64), (64,), (1000,)]
+
+    def run(compiled: bool) -> list[torch.Tensor]:
+        torch.manual_seed(0)
+        ps = [torch.nn.Parameter(torch.randn(s, device=device).bfloat16()) for s in shapes]
+        opt = torch.optim.AdamW(ps, lr=1e-2, eps=1e-3, foreach=True)
+        step = torch.compile(opt.step) if compiled else opt.step
+        for _ in range(2):
+            for p in ps:
+                p.grad = torch.randn(p.shape, device=device).bfloat16()
+            step()
+        return [p.detach() for p in ps]
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        for a, e in zip(run(True), run(False)):
+            torch.testing.assert_close(a, e, atol=0.02, rtol=0.02)
+    assert sum(_words(target)) == len(shapes), _words(target)
+
+
+def _accesses(tmp: Path) -> tuple[Callable[[Any, list, Any], None], list[collections.Counter]]:
+    import halide as hl
+
+    found: list[collections.Counter] = []
+
+    def lower(p: Any, a: list, t: Any) -> None:
+        p.compile_to({hl.OutputFileType.assembly: str(tmp / "twin.s")}, a, "k", t)
+        ptx = (tmp / "twin.s").read_text(errors="replace").replace("\\t", " ")  # the PTX as an escaped string
+        found.append(collections.Counter(re.findall(r"\b(?:ld\.global\.nc|st\.global)(?:\.v\d)?\.b\d+", ptx)))
+    return lower, found
+
+
+@pytest.mark.parametrize("pairs", [0, 1])
+def test_cuda_twin_accesses(pairs, monkeypatch, tmp_path):
+    """CUDA (``pairs`` 1, the default): a bf16 GELU loads and stores 4 words (8 elements) per instruction; without
+    it, one 16-bit element per instruction (Halide 21's PTX vectors are 4 x 32-bit only)."""
+    monkeypatch.setattr(halide_xpu.config, "cache_dir", str(tmp_path))
+    monkeypatch.setattr(halide_xpu.config, "schedule_overrides", {"pairs": pairs})
+    lower, found = _accesses(tmp_path)
+    twins = _cuda_twins(CASES["gelu"][0], CASES["gelu"][1](), monkeypatch, tmp_path, lower=lower)
+    assert len(twins) == 1 and len(found) == 1
+    kinds = set(found[0])
+    if pairs:
+        assert kinds == {"ld.global.nc.v4.b32", "st.global.v4.b32"}, found[0]
+    else:
+        assert kinds == {"ld.global.nc.b16", "st.global.b16"}, found[0]
