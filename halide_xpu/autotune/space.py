@@ -67,6 +67,8 @@ def _gpu_space(meta: KernelMeta, caps: DeviceCaps, form: str) -> list[Tunable]:
         if "cuda" in meta.halide_target.split("-"):  # unrolled 16-bit lanes: adjacent or a work-group apart
             out += [Tunable("strided", (0, 1)), Tunable("strided_lanes", (4, 8, 16)), Tunable("stage_lanes", (0, 1)),
                     Tunable("staged_lanes", (4, 8, 16))]
+            if any(a.dtype == "bfloat16" for a in meta.args if a.is_buffer):  # bf16 as 32-bit words (pairs.py)
+                out.insert(0, Tunable("pairs", (1, 0)))
         if any(v.contiguous for v in meta.loop_vars[1:]) and len(meta.loop_vars) == 2:  # a transpose: tiles
             out.append(Tunable("tile", tuple(t for t in (16, 32, 64) if not caps.local_mem or 4 * t * (t + 1) <= caps.local_mem)))
         return out
