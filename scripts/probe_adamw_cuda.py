@@ -1,7 +1,7 @@
 """AdamW's foreach step over GPT-2's parameters (2 blocks of 768, bf16) on CUDA: device time per step of each
 kernel, Triton and halide-xpu under each schedule override set, and the parameters after the steps against
 eager's. Run on the GPU machine:
-  python3 scripts/probe_adamw_cuda.py OUT.json 'default' 'vector=8' 'register_inputs=1,vector=8'"""
+  python3 scripts/probe_adamw_cuda.py OUT.json pairs=0 default vector=8"""
 from __future__ import annotations
 
 import json

@@ -135,16 +135,6 @@ def private_points(plan: Plan, meta: KernelMeta) -> bool:
                                  for n in meta.snapshots)
 
 
-def _private_inputs(plan: Plan, meta: KernelMeta) -> list[str]:
-    """Inputs besides the snapshots that a ``private_points`` kernel reads only at the outputs' points, with the
-    outputs' layout (AdamW's gradient): a work-item can load its points of them into registers up front too."""
-    outs = [a for a in meta.args if a.kind == "out"]
-    lhs = _index_texts(_OUT_INDEX, plan.source)
-    return [a.name for a in meta.args if a.kind == "in" and a.is_buffer and a.name not in meta.snapshots
-            and (a.shape, a.stride, a.offset) == (outs[0].shape, outs[0].stride, outs[0].offset)
-            and _index_texts(re.compile(rf"\b{a.name}\[([^\]]*)\]"), plan.source) == lhs]
-
-
 def _snapshot_inputs(rec: Recorder, plan: Plan, meta: KernelMeta, in_registers: bool) -> list[hl.Func]:
     """Inputs an output overwrites (``KernelMeta.snapshots``) are read through a copy made before any output; on
     GPUs copies of one static shape share one kernel (AdamW's three state tensors: one launch, not three).
@@ -234,8 +224,6 @@ def apply(variant: Variant, meta: KernelMeta, funcs: dict[str, Any], caps: Devic
     rec = Recorder(unroll_lanes=plan.unroll_lanes)
     tiling = _register_tiling(plan, meta, meta.schedule) if variant is _pointwise_fused and caps.gpu else None
     copies = _snapshot_inputs(rec, plan, meta, in_registers=tiling is not None)
-    if tiling is not None and meta.schedule.get("register_inputs", 0):  # every input's points loaded before a store
-        copies += [rec(p, n, "in_") for n in _private_inputs(plan, meta) if (p := _param(plan, n)) is not None]
     if tiling is not None:
         _fused_in_registers(rec, plan, copies, *tiling, meta.schedule)
     else:
