@@ -108,25 +108,24 @@ if [[ $stages == *" heldout "* ]]; then  # tuned vs default vs Triton (default a
     --backends ours_off,ours,inductor,inductor_max --kernel-table --reps 3 --out "$R/heldout" > "$R/heldout.log" 2>&1
   echo "real_models.py exit status $?" >> "$R/heldout.log"
 fi
+step_kernels() {  # NAME OVERRIDES SHAPE LIMIT_S: the models' steps with schedule overrides, beside Triton, kernel tables
+  HALIDE_XPU_SCHEDULE_OVERRIDES=$2 HALIDE_XPU_CACHE_DIR=/tmp/hx_$1 timeout "$4" \
+    python3 benchmarks/real_models.py --device cuda --models "${GPU_VERIFY_MODELS:-gpt2,llama,bert}" \
+    --dtypes "${GPU_VERIFY_DTYPES:-bfloat16}" --modes "${GPU_VERIFY_MODES:-train}" --shape "$3" \
+    --backends ours,inductor --kernel-table --reps 3 --out "$R/$1" > "$R/$1.log" 2>&1
+  echo "real_models.py exit status $?" >> "$R/$1.log"
+}
 if [[ $stages == *" warps "* ]]; then  # CUDA rows of one warp each (warp_rows): eager-checked, then a step's kernels
   timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_gpu_warps.py -k cuda -n 4 > "$R/warps_tests.log" 2>&1
   for w in ${GPU_WARPS_VALUES:-0 4}; do  # the same step with the work-group form (0) and warps (4), each beside Triton
-    HALIDE_XPU_SCHEDULE_OVERRIDES=warp_rows=$w HALIDE_XPU_CACHE_DIR=/tmp/hx_warps_$w timeout "${GPU_WARPS_S:-200}" \
-      python3 benchmarks/real_models.py --device cuda --models "${GPU_VERIFY_MODELS:-gpt2,llama,bert}" \
-      --dtypes "${GPU_VERIFY_DTYPES:-bfloat16}" --modes "${GPU_VERIFY_MODES:-train}" --shape "${GPU_WARPS_SHAPE:-8x512}" \
-      --backends ours,inductor --kernel-table --reps 3 --out "$R/warps_$w" > "$R/warps_$w.log" 2>&1
-    echo "real_models.py exit status $?" >> "$R/warps_$w.log"
+    step_kernels "warps_$w" "warp_rows=$w" "${GPU_WARPS_SHAPE:-8x512}" "${GPU_WARPS_S:-200}"
   done
 fi
 if [[ $stages == *" pairs "* ]]; then  # bf16 buffers as 32-bit words (pairs): eager-checked, AdamW's step, a step's kernels
   timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_pairs.py -k cuda -n 4 > "$R/pairs_tests.log" 2>&1
   timeout 150 python3 scripts/probe_adamw_cuda.py "$R/probe_adamw.json" pairs=0 default > "$R/probe_adamw.log" 2>&1
   for p in ${GPU_PAIRS_VALUES:-1}; do  # each beside Triton (GPU_PAIRS_VALUES="0 1": both forms)
-    HALIDE_XPU_SCHEDULE_OVERRIDES=pairs=$p HALIDE_XPU_CACHE_DIR=/tmp/hx_pairs_$p timeout "${GPU_PAIRS_S:-240}" \
-      python3 benchmarks/real_models.py --device cuda --models "${GPU_VERIFY_MODELS:-gpt2,llama,bert}" \
-      --dtypes "${GPU_VERIFY_DTYPES:-bfloat16}" --modes "${GPU_VERIFY_MODES:-train}" --shape "${GPU_PAIRS_SHAPE:-10x400}" \
-      --backends ours,inductor --kernel-table --reps 3 --out "$R/pairs_$p" > "$R/pairs_$p.log" 2>&1
-    echo "real_models.py exit status $?" >> "$R/pairs_$p.log"
+    step_kernels "pairs_$p" "pairs=$p" "${GPU_PAIRS_SHAPE:-10x400}" "${GPU_PAIRS_S:-240}"
   done
 fi
 if [[ $stages == *" addcmul "* ]]; then
