@@ -13,6 +13,7 @@ import dataclasses
 import re
 
 from .meta import STORAGE_SUFFIX, KernelMeta
+from .schedule.common import reads
 
 _LAYOUT = "# buffer layouts"
 
@@ -22,10 +23,6 @@ def applicable(meta: KernelMeta) -> bool:
     want = meta.schedule.get("pairs", 0)
     cuda = "cuda" in meta.halide_target.split("-")
     return bool(want and meta.bf16_as_bits and not meta.scalar_lanes and not meta.pairs and (cuda or want >= 2))
-
-
-def _reads(source: str, name: str) -> set[str]:
-    return {m.group(1).replace(" ", "") for m in re.finditer(rf"\b{name}\[([^\]]*)\]", source)}
 
 
 def eligible(meta: KernelMeta, source: str) -> tuple[str, ...]:
@@ -43,11 +40,10 @@ def eligible(meta: KernelMeta, source: str) -> tuple[str, ...]:
     outs = [a for a in meta.args if a.kind == "out"]
     if any(a.dtype != "bfloat16" or a.alias_of or a.partial for a in outs):
         return ()
-    point = {f"{var},", var}
     for a in bf16:
         if (a.shape, a.stride) != flat or a.alias_of:
             return ()
-        if a.kind == "in" and not _reads(source, a.name) <= point:
+        if a.kind == "in" and not reads(source, a.name) <= {var}:
             return ()
         if a.kind == "out" and len(re.findall(rf"^\s*{a.name}\[", source, re.M)) != 1:
             return ()

@@ -17,6 +17,7 @@ from halide_xpu import compiler
 
 from conftest import compile_and_check
 from test_gpu_schedules import _cuda_twins
+from test_gpu_warps import _assembly
 
 
 def _bf16(*shapes: tuple[int, ...]) -> Callable[[], tuple[torch.Tensor, ...]]:
@@ -57,8 +58,8 @@ def test_pairs_match_eager(target, case, monkeypatch, tmp_path):
     monkeypatch.setattr(halide_xpu.config, "schedule_overrides", {"pairs": 2})
     compiler._memory.clear()
     fn, make, words = CASES[case]
-    exact = case != "gelu"
-    compile_and_check(fn, *make(), atol=None if not exact else 0, rtol=None if not exact else 0)
+    tol = None if case == "gelu" else 0  # None: torch.testing's bf16 tolerances
+    compile_and_check(fn, *make(), atol=tol, rtol=tol)
     assert _words(target) and all(w == words for w in _words(target)), _words(target)
 
 
@@ -92,12 +93,11 @@ def test_adamw_step_in_words(target, monkeypatch, tmp_path):
 
 
 def _accesses(tmp: Path) -> tuple[Callable[[Any, list, Any], None], list[collections.Counter]]:
-    import halide as hl
-
     found: list[collections.Counter] = []
+    assemble = _assembly(tmp)
 
     def lower(p: Any, a: list, t: Any) -> None:
-        p.compile_to({hl.OutputFileType.assembly: str(tmp / "twin.s")}, a, "k", t)
+        assemble(p, a, t)
         ptx = (tmp / "twin.s").read_text(errors="replace").replace("\\t", " ")  # the PTX as an escaped string
         found.append(collections.Counter(re.findall(r"\b(?:ld\.global\.nc|st\.global)(?:\.v\d)?\.b\d+", ptx)))
     return lower, found

@@ -12,8 +12,8 @@ from . import gpu_warps, pointwise, reduction, scan
 from .updates import schedule_error_word  # noqa: F401  (compiler.py: the check pipeline)
 import halide as hl
 
-from .common import (GUARD, NotApplicable, Plan, Recorder, fuse_all, hoist_scalars, separate_local_widths, total,
-                     update_pure_vars)
+from .common import (GUARD, NotApplicable, Plan, Recorder, fuse_all, hoist_scalars, index_texts, reads,
+                     separate_local_widths, total, update_pure_vars)
 
 log = logging.getLogger(__name__)
 
@@ -118,10 +118,6 @@ def _param(plan: Plan, name: str) -> Any:
 _OUT_INDEX = re.compile(r"^\s*out_ptr\d+\[([^\]]*)\]\s*=", re.M)
 
 
-def _index_texts(pattern: re.Pattern, source: str) -> set[str]:
-    return {m.group(1).replace(" ", "").rstrip(",") for m in pattern.finditer(source)}
-
-
 def private_points(plan: Plan, meta: KernelMeta) -> bool:
     """Whether a work-item reads the inputs its outputs overwrite only at its own points: one 1-D layout for every
     output and every such input, and the source reads those inputs only at the outputs' index (an optimizer's
@@ -130,9 +126,8 @@ def private_points(plan: Plan, meta: KernelMeta) -> bool:
     layouts = {(a.shape, a.stride, a.offset) for a in meta.args if a.kind == "out" or a.name in meta.snapshots}
     if not meta.snapshots or len(layouts) != 1 or len(outs[0].shape) != 1:
         return False
-    lhs = _index_texts(_OUT_INDEX, plan.source)
-    return len(lhs) == 1 and all(_index_texts(re.compile(rf"\b{n}\[([^\]]*)\]"), plan.source) == lhs
-                                 for n in meta.snapshots)
+    lhs = index_texts(_OUT_INDEX, plan.source)
+    return len(lhs) == 1 and all(reads(plan.source, n) == lhs for n in meta.snapshots)
 
 
 def _snapshot_inputs(rec: Recorder, plan: Plan, meta: KernelMeta, in_registers: bool) -> list[hl.Func]:

@@ -44,6 +44,16 @@ def _fmt(x: Any) -> str:
     return repr(x)
 
 
+def index_texts(pattern: re.Pattern, source: str) -> set[str]:
+    """The texts of ``pattern``'s first group in a kernel's source, spaces and a trailing comma dropped."""
+    return {m.group(1).replace(" ", "").rstrip(",") for m in pattern.finditer(source)}
+
+
+def reads(source: str, name: str) -> set[str]:
+    """The indices at which a kernel's source reads (or writes) ``name``: ``{"h0"}`` for ``name[h0,]``."""
+    return index_texts(re.compile(rf"\b{name}\[([^\]]*)\]"), source)
+
+
 class Recorder:
     """Applies schedule directives and keeps them as readable Python lines. With ``unroll_lanes`` every
     ``vectorize`` becomes ``unroll`` (lanes as unrolled scalar work, see ``Plan.unroll_lanes``)."""
