@@ -131,8 +131,10 @@ def glue_source(meta: KernelMeta) -> str:
             continue
         code, bits = meta.type_code_bits(a)
         size = DTYPES[a.dtype][3]
-        shape = ((f"({a.shape[0]}) / 2",) if a.name in meta.pairs else a.shape)  # words of two elements
-        dims = ", ".join(f"{{0, (int32_t)({e}), (int32_t)({s}), 0}}" for e, s in zip(shape, a.stride))
+        shape, stride = a.shape, a.stride
+        if a.name in meta.pairs:  # words of two elements along the first dim (pairs.py)
+            shape, stride = (f"({shape[0]}) / 2", *shape[1:]), (stride[0], *(f"({s}) / 2" for s in stride[1:]))
+        dims = ", ".join(f"{{0, (int32_t)({e}), (int32_t)({s}), 0}}" for e, s in zip(shape, stride))
         body.append(f"  halide_dimension_t d{i}[{max(len(a.shape), 1)}] = {{{dims or '{0, 1, 1, 0}'}}};")
         base = a.alias_of or a.name
         # inputs, and outputs that keep their other elements, start as host data Halide copies to the device

@@ -121,16 +121,19 @@ def bf16_input(param: hl.ImageParam) -> hl.Func:
 
 
 def pair_halves(words: hl.ImageParam) -> hl.Func:
-    """The uint16 elements of a 1-D uint32 ImageParam holding two each, low half first (pairs.py)."""
-    f, h = hl.Func(f"{words.name()}_halves"), hl.Var("d0")
-    f[h] = hl.cast(hl.UInt(16), words[h // 2] >> hl.cast(hl.UInt(32), (h % 2) * 16))
+    """The uint16 elements of a uint32 ImageParam holding two each along its first dim, low half first
+    (pairs.py)."""
+    f = hl.Func(f"{words.name()}_halves")
+    h, rest = hl.Var("d0"), [hl.Var(f"d{i}") for i in range(1, words.dimensions())]
+    f[[h, *rest]] = hl.cast(hl.UInt(16), words[[h // 2, *rest]] >> hl.cast(hl.UInt(32), (h % 2) * 16))
     return f
 
 
-def pair_words(halves: hl.Func, var: str, name: str) -> hl.Func:
-    """The 1-D uint32 Func over Var ``var`` packing two uint16 results of ``halves`` per point (pairs.py)."""
-    f, k = hl.Func(hl.UInt(32), 1, name), hl.Var(var)
-    f[k] = hl.cast(hl.UInt(32), halves[2 * k]) | (hl.cast(hl.UInt(32), halves[2 * k + 1]) << 16)
+def pair_words(halves: hl.Func, args: list[str], name: str) -> hl.Func:
+    """The uint32 Func over Vars ``args`` packing two uint16 results of ``halves`` per point along the first
+    (pairs.py)."""
+    f, (k, *rest) = hl.Func(hl.UInt(32), len(args), name), [hl.Var(a) for a in args]
+    f[[k, *rest]] = hl.cast(hl.UInt(32), halves[[2 * k, *rest]]) | (hl.cast(hl.UInt(32), halves[[2 * k + 1, *rest]]) << 16)
     return f
 
 

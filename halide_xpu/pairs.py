@@ -1,19 +1,19 @@
-"""bfloat16 buffers of a flat pointwise kernel as 32-bit words of two elements each (schedule parameter ``pairs``).
+"""bfloat16 buffers of a pointwise kernel as 32-bit words of two elements each (schedule parameter ``pairs``).
 
 Halide 21's PTX backend emits vector loads and stores only for 4 x 32-bit lanes: a bf16 kernel's lanes were
 scalar 16-bit accesses, one element each (AdamW's update over GPT-2's embedding: 190 us on the H200, 2.8 TB/s,
 where Triton's 128-bit accesses move the same bytes faster). Here the kernel computes one 32-bit word of two
-elements per point: each bf16 input is read as words and split (``halide_helpers.pair_halves``), each output packs
-two results (``halide_helpers.pair_words``), and four words are one 128-bit access. The rewrite is of the kernel's
-source and metadata, before scheduling: the glue passes those buffers as uint32 of half the extent, the loop Var's
-extent is halved, and every schedule works on words unchanged."""
+elements per point along its innermost Var: each paired bf16 input is read as words and split
+(``halide_helpers.pair_halves``, any index stays an element index), each output packs two results
+(``halide_helpers.pair_words``), and four words are one 128-bit access. The rewrite is of the kernel's source and
+metadata, before scheduling: the glue passes those buffers as uint32 with half the innermost extent and half the
+outer strides, the Var's extent is halved, and every schedule works on words unchanged."""
 from __future__ import annotations
 
 import dataclasses
 import re
 
 from .meta import STORAGE_SUFFIX, KernelMeta
-from .schedule.common import reads
 
 _LAYOUT = "# buffer layouts"
 
@@ -25,31 +25,65 @@ def applicable(meta: KernelMeta) -> bool:
     return bool(want and meta.bf16_as_bits and not meta.scalar_lanes and not meta.pairs and (cuda or want >= 2))
 
 
+def _accesses(source: str, name: str) -> list[list[str]]:
+    """Each access ``name[...]`` of the source as its index texts, nested brackets kept whole (``in_ptr1[h0,
+    tmp3[h1]]`` -> ``["h0", "tmp3[h1]"]``)."""
+    found = []
+    for m in re.finditer(rf"\b{name}\[", source):
+        depth, parts, part = 1, [], ""
+        for ch in source[m.end():]:
+            depth += {"[": 1, "]": -1}.get(ch, 0)
+            if depth == 0 or (ch == "," and depth == 1):
+                parts.append(part.strip())
+                part = ""
+                if depth == 0:
+                    break
+                continue
+            part += ch
+        found.append([p for p in parts if p])
+    return found
+
+
+def _even_strides(stride: tuple[str, ...]) -> bool:
+    """A buffer's layout as words: stride 1 innermost, every outer stride a static even number of elements."""
+    return bool(stride) and stride[0] == "1" and all(s.isdigit() and int(s) % 2 == 0 for s in stride[1:])
+
+
 def eligible(meta: KernelMeta, source: str) -> tuple[str, ...]:
-    """The bf16 buffers to pass as words, or () where the kernel does not qualify: a pointwise kernel over one flat
-    loop Var of even static extent; every output bf16, stride 1, over that extent, defined once at the Var; every
-    bf16 input read only at the Var, with the outputs' layout. Other inputs (fp32 scalars, broadcasts of other
-    dtypes) are read at the Var's points as before."""
-    if meta.reductions or len(meta.loop_vars) != 1 or meta.loop_vars[0].reduction or not meta.outputs:
+    """The bf16 buffers to pass as words, or () where the kernel does not qualify: a pointwise kernel whose outputs
+    are all bf16, each defined once over the loop Vars with the first (its stride-1 dim, of even static extent)
+    first, every outer stride even. A bf16 input is passed as words where its stride-1 dim is read at that Var
+    exactly in every access, the Var in no other index, with even extent and strides (a row gather
+    ``wpe[h0, ids[h1]]``, a bias ``b[h0]``); other inputs keep their elements (a strided or transposed read)."""
+    if meta.reductions or any(v.reduction for v in meta.loop_vars) or not meta.outputs:
         return ()
-    var, n = meta.loop_vars[0].name, meta.loop_vars[0].static_extent
-    if n is None or n < 2 or n % 2 or STORAGE_SUFFIX not in source:
-        return ()
-    flat = ((str(n),), ("1",))
-    bf16 = [a for a in meta.args if a.is_buffer and a.dtype == "bfloat16"]
     outs = [a for a in meta.args if a.kind == "out"]
-    if any(a.dtype != "bfloat16" or a.alias_of or a.partial for a in outs):
+    if any(a.dtype != "bfloat16" or a.alias_of or a.partial for a in outs) or STORAGE_SUFFIX not in source:
         return ()
-    for a in bf16:
-        if (a.shape, a.stride) != flat or a.alias_of:
+    defs = [_accesses(source, a.name) for a in outs]
+    if any(len(d) != 1 for d in defs):
+        return ()
+    var = defs[0][0][0] if defs[0][0] else ""
+    extents = {v.name: v.static_extent for v in meta.loop_vars}
+    n = extents.get(var)
+    if n is None or n < 2 or n % 2:
+        return ()
+    for a, (index,) in zip(outs, defs):
+        pure = index and index[0] == var and all(i in extents for i in index) and len(set(index)) == len(index)
+        if not (pure and a.shape and a.shape[0] == str(n) and _even_strides(a.stride)):
             return ()
-        if a.kind == "in" and not reads(source, a.name) <= {var}:
+        if not re.search(rf"^\s*{a.name}\[{var},[^\n]*\]\s*=", source, re.M):
             return ()
-        if a.kind == "out" and len(re.findall(rf"^\s*{a.name}\[", source, re.M)) != 1:
-            return ()
-        if a.kind == "out" and not re.search(rf"^\s*{a.name}\[{var},?\]\s*=", source, re.M):
-            return ()
-    return tuple(a.name for a in bf16)
+    names = [a.name for a in outs]
+    for a in meta.args:
+        if a.kind != "in" or not a.is_buffer or a.dtype != "bfloat16" or a.alias_of:
+            continue
+        if not (a.shape and a.shape[0].isdigit() and int(a.shape[0]) % 2 == 0 and _even_strides(a.stride)):
+            continue
+        index = _accesses(source, a.name)
+        if index and all(i and i[0] == var and not any(re.search(rf"\b{var}\b", j) for j in i[1:]) for i in index):
+            names.append(a.name)
+    return tuple(n for n in (a.name for a in meta.args) if n in names)
 
 
 def apply(meta: KernelMeta, source: str) -> tuple[KernelMeta, str]:
@@ -59,25 +93,33 @@ def apply(meta: KernelMeta, source: str) -> tuple[KernelMeta, str]:
     names = eligible(meta, source)
     if not names:
         return meta, source
-    n = meta.loop_vars[0].static_extent
-    lines, outs = [], [a.name for a in meta.args if a.kind == "out" and a.name in names]
+    args = {a.name: a for a in meta.args}
+    outs = {a.name: _accesses(source, a.name)[0] for a in meta.args if a.kind == "out"}
+    var = next(iter(outs.values()))[0]
+    lines, dims_done = [], 0
     for line in source.splitlines():
         for name in names:
-            storage = f"{name}{STORAGE_SUFFIX}"
-            if name in outs and line.strip() == f"{name} = hl.Func(hl.UInt(16), 1, {name!r})":
+            storage, ndim = f"{name}{STORAGE_SUFFIX}", len(args[name].shape)
+            if name in outs and line.strip() == f"{name} = hl.Func(hl.UInt(16), {ndim}, {name!r})":
                 line = line.replace(f"{name!r})", f"'{name}_halves')")
-            elif line.strip() == f"{storage} = hl.ImageParam(hl.UInt(16), 1, {name!r})":
+            elif line.strip() == f"{storage} = hl.ImageParam(hl.UInt(16), {ndim}, {name!r})":
                 line = line.replace("hl.UInt(16)", "hl.UInt(32)")
             elif line.strip() == f"{name} = hx.bf16_input({storage})":
                 line = line.replace(f"({storage})", f"(hx.pair_halves({storage}))")
-            elif re.match(rf"^\s*({re.escape(storage)}|{name}\.output_buffer\(\))\.dim\(0\)\.set_bounds\(0, {n}\)", line):
-                line = line.replace(f"set_bounds(0, {n})", f"set_bounds(0, {n // 2})")
+            else:
+                m = re.match(rf"^(\s*(?:{re.escape(storage)}|{name}\.output_buffer\(\))\.dim\((\d+)\)\.set_bounds\(0, )"
+                             rf"(\d+)(\)\.set_stride\()(\d+)(\).*)$", line)
+                if m:
+                    head, dim, extent, mid, stride, tail = m.groups()
+                    extent, stride = (int(extent) // 2, stride) if dim == "0" else (extent, int(stride) // 2)
+                    line, dims_done = f"{head}{extent}{mid}{stride}{tail}", dims_done + 1
         if line.strip().startswith(_LAYOUT):
             indent = line[: len(line) - len(line.lstrip())]
-            lines += [f"{indent}{o} = hx.pair_words({o}, {meta.loop_vars[0].name!r}, {o!r})" for o in outs]
+            lines += [f"{indent}{o} = hx.pair_words({o}, {outs[o]!r}, {o!r})" for o in outs]
         lines.append(line)
     rewritten = "\n".join(lines) + ("\n" if source.endswith("\n") else "")
-    if rewritten.count("hx.pair_") != len(names) or rewritten.count(f"set_bounds(0, {n // 2})") != len(names):
+    if rewritten.count("hx.pair_") != len(names) or dims_done != sum(len(args[n].shape) for n in names):
         return meta, source  # a line of another form than codegen_kernel writes: left as it was
-    var = dataclasses.replace(meta.loop_vars[0], extent=str(n // 2))
-    return dataclasses.replace(meta, pairs=names, loop_vars=(var,)), rewritten
+    loop_vars = tuple(dataclasses.replace(v, extent=str(v.static_extent // 2)) if v.name == var else v
+                      for v in meta.loop_vars)
+    return dataclasses.replace(meta, pairs=names, loop_vars=loop_vars), rewritten

@@ -16,7 +16,8 @@
 #   CUDA cases, then real_models.py at GPU_WARPS_SHAPE with warp_rows=0 and =4, each beside Triton), pairs (test_pairs.py's
 #   CUDA cases, scripts/probe_adamw_cuda.py, real_models.py at GPU_PAIRS_SHAPE per GPU_PAIRS_VALUES), profile (scripts/probe_wrapper_cuda.py: a step's host and device
 #   time per wrapper, Triton and ours), addcmul (scripts/probe_addcmul_cuda.py)
-# Knobs: GPU_VERIFY_UT_ARGS (e.g. --filter REGEX), GPU_VERIFY_WALL_S (default 450: no new test after it), GPU_VERIFY_JOBS
+# Knobs: GPU_VERIFY_PTX (non-empty: the warps/pairs stages also keep both sides' device code, PTX and sources),
+# GPU_VERIFY_UT_ARGS (e.g. --filter REGEX), GPU_VERIFY_WALL_S (default 450: no new test after it), GPU_VERIFY_JOBS
 # (GPUTests workers, default 8), GPU_VERIFY_BENCH_S (each benchmark's limit, default 150), HALIDE_XPU_COMMIT (the
 # commit to record: the device copy's .git may lag the working tree). Keep the whole call under the run's limit: the
 # tar of everything is made last, and a call returns at most 8 files.
@@ -109,11 +110,15 @@ if [[ $stages == *" heldout "* ]]; then  # tuned vs default vs Triton (default a
   echo "real_models.py exit status $?" >> "$R/heldout.log"
 fi
 step_kernels() {  # NAME OVERRIDES SHAPE LIMIT_S: the models' steps with schedule overrides, beside Triton, kernel tables
-  HALIDE_XPU_SCHEDULE_OVERRIDES=$2 HALIDE_XPU_CACHE_DIR=/tmp/hx_$1 timeout "$4" \
+  HALIDE_XPU_SCHEDULE_OVERRIDES=$2 HALIDE_XPU_CACHE_DIR=/tmp/hx_$1 TRITON_CACHE_DIR=/tmp/triton_$1 timeout "$4" \
     python3 benchmarks/real_models.py --device cuda --models "${GPU_VERIFY_MODELS:-gpt2,llama,bert}" \
     --dtypes "${GPU_VERIFY_DTYPES:-bfloat16}" --modes "${GPU_VERIFY_MODES:-train}" --shape "$3" \
     --backends ours,inductor --kernel-table --reps 3 --out "$R/$1" > "$R/$1.log" 2>&1
   echo "real_models.py exit status $?" >> "$R/$1.log"
+  if [ -n "${GPU_VERIFY_PTX:-}" ]; then  # both sides' device code: our kernels (glue.cpp holds the rewritten PTX), Triton's
+    (cd /tmp && find "hx_$1" "triton_$1" \( -name kernel.py -o -name meta.repr -o -name schedule.txt -o -name glue.cpp \
+       -o -name "*.ptx" -o -name "*.ttgir" \) -print0 | tar cJf "$R/$1_device_code.tar.xz" --null -T -) 2>/dev/null
+  fi
 }
 if [[ $stages == *" warps "* ]]; then  # CUDA rows of one warp each (warp_rows): eager-checked, then a step's kernels
   timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_gpu_warps.py -k cuda -n 4 > "$R/warps_tests.log" 2>&1
@@ -122,7 +127,8 @@ if [[ $stages == *" warps "* ]]; then  # CUDA rows of one warp each (warp_rows):
   done
 fi
 if [[ $stages == *" pairs "* ]]; then  # bf16 buffers as 32-bit words (pairs): eager-checked, AdamW's step, a step's kernels
-  timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_pairs.py -k cuda -n 4 > "$R/pairs_tests.log" 2>&1
+  timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_pairs.py tests/test_gpu_schedules.py -k cuda -n 4 \
+    > "$R/pairs_tests.log" 2>&1
   timeout 150 python3 scripts/probe_adamw_cuda.py "$R/probe_adamw.json" pairs=0 default > "$R/probe_adamw.log" 2>&1
   for p in ${GPU_PAIRS_VALUES:-1}; do  # each beside Triton (GPU_PAIRS_VALUES="0 1": both forms)
     step_kernels "pairs_$p" "pairs=$p" "${GPU_PAIRS_SHAPE:-10x400}" "${GPU_PAIRS_S:-240}"

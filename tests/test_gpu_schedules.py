@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch._inductor.utils import run_and_get_code
 
 from halide_xpu import compiler
+from halide_xpu.schedule import pointwise
 
 from conftest import KERNEL_CALL, compile_and_check, on_target, opencl_available
 
@@ -405,6 +406,8 @@ def test_narrow_lanes_are_strided(n, monkeypatch, tmp_path):
     adjacent lanes (H100: in-place AdamW with register copies 898 -> 981 µs strided, a 3-output bf16 update
     0.54x -> 0.84x Triton)."""
     monkeypatch.setattr(__import__("halide_xpu").config, "cache_dir", str(tmp_path))  # every kernel built here
+    monkeypatch.setattr(__import__("halide_xpu").config, "schedule_overrides", {"pairs": 0})  # 16-bit elements
+    monkeypatch.setattr(pointwise, "MIN_WAVES", 0)  # small kernels: lanes kept (see test_strided_lanes_fill_the_device)
     args = tuple(torch.randn(n, dtype=torch.bfloat16) for _ in range(2)) + (torch.randn(37, 29),)
     twins = _cuda_twins(_bf16_outputs, args, monkeypatch, tmp_path)
     assert sorted(t[3] for t in twins) == ["pointwise", "pointwise_fused"], [t[3] for t in twins]
@@ -426,6 +429,8 @@ def test_strided_lanes_correct(n, monkeypatch, tmp_path):
     if not opencl_available():
         pytest.skip("no OpenCL device")
     monkeypatch.setattr(halide_xpu.config, "cpu_target", "opencl")
+    monkeypatch.setattr(halide_xpu.config, "schedule_overrides", {"pairs": 0})  # 16-bit elements
+    monkeypatch.setattr(pointwise, "MIN_WAVES", 0)
     monkeypatch.setattr(torch._inductor.config, "cpu_backend", "halide_xpu")
     torch.manual_seed(0)
     base = tuple(torch.randn(n, dtype=torch.bfloat16) for _ in range(3)) + (torch.randn(37, 29),)
@@ -520,10 +525,23 @@ def test_transcendental_kernels_are_not_staged(monkeypatch, tmp_path):
     elementwise form, ``pairs`` 0; with pairs it loads words, test_pairs.py)."""
     monkeypatch.setattr(__import__("halide_xpu").config, "cache_dir", str(tmp_path))
     monkeypatch.setattr(__import__("halide_xpu").config, "schedule_overrides", {"pairs": 0})
+    monkeypatch.setattr(pointwise, "MIN_WAVES", 0)
     twins = _cuda_twins(lambda x: F.gelu(x, approximate="tanh"), (torch.randn(2 * 256 * 8, dtype=torch.bfloat16),),
                         monkeypatch, tmp_path)
     lines = "\n".join(twins[0][2])
     assert "_u, " in lines and "in_()" not in lines, lines
+
+
+@pytest.mark.parametrize("cols, lanes", [(767, 4), (4095, 16)])
+def test_strided_lanes_fill_the_device(cols, lanes, monkeypatch, tmp_path):
+    """Strided lanes stop halving once the H100 twin's 132 compute units get ``MIN_WAVES`` work-groups each: 400
+    rows of 767 bf16 take 4 lanes (16 gave 75 work-groups: GPT-2's position embeddings at 4.5x Triton's time on
+    the H200), 400 rows of 4095 keep 16."""
+    monkeypatch.setattr(__import__("halide_xpu").config, "cache_dir", str(tmp_path))
+    monkeypatch.setattr(__import__("halide_xpu").config, "schedule_overrides", {"pairs": 0})
+    twins = _cuda_twins(lambda x: x * 2, (torch.randn(400, cols, dtype=torch.bfloat16),), monkeypatch, tmp_path)
+    lines = "\n".join(twins[0][2])
+    assert re.search(rf"out_ptr0_u, {lanes}, ", lines), lines
 
 
 def test_staged_lanes_fit_local_memory(monkeypatch, tmp_path):

@@ -37,15 +37,20 @@ CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple], bool]] = {
     "two_outputs": (lambda x, y: (x * y, x - y), _bf16((1000,), (1000,)), True),
     "inplace": (_inplace_scale, _bf16((8, 250), (8, 250)), True),
     "odd": (lambda x: x * 2, _bf16((999,)), False),  # an odd extent: elements
-    "bias": (lambda x, b: x + b, _bf16((16, 96), (96,)), False),  # a broadcast bf16 input
+    "bias": (lambda x, b: x + b, _bf16((16, 96), (96,)), True),  # a broadcast bf16 input: b[h0]
+    "gather": (lambda w, i: F.embedding(i, w) * 2, lambda: (torch.randn(128, 256).bfloat16(), torch.randint(0, 128, (4, 64))), True),
+    "strided_out": (lambda x: torch.cat([x * 2, x], dim=1), _bf16((40, 96)), True),  # outputs a row apart
+    "transpose": (lambda x: x.t() * 2, _bf16((48, 80)), True),  # the input keeps its elements, the output words
+    "odd_rows": (lambda x: x * 2 + 1, lambda: (torch.randn(64, 37).bfloat16()[:, :36],), True),  # input rows 37 apart: its elements
     "to_float": (lambda x: x.float() * 2, _bf16((512,)), False),  # a float32 output
 }
 
 
 def _words(target: str) -> list[bool]:
-    """Per bf16 kernel built on ``target`` since the last clear: whether it takes words."""
+    """Per bf16 kernel built on ``target`` since the last clear: whether it takes words (the build for pointers off
+    the vector alignment, ``KernelMeta.scalar_lanes``, never does: a slice of a row at 192 bytes on sycl)."""
     return ["hx.pair_words(" in (Path(lau.library).parent / "kernel.py").read_text()
-            for lau in compiler._memory.values() if lau.meta.target == target]
+            for lau in compiler._memory.values() if lau.meta.target == target and not lau.meta.scalar_lanes]
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -117,3 +122,15 @@ def test_cuda_twin_accesses(pairs, monkeypatch, tmp_path):
         assert kinds == {"ld.global.nc.v4.b32", "st.global.v4.b32"}, found[0]
     else:
         assert kinds == {"ld.global.nc.b16", "st.global.b16"}, found[0]
+
+
+def test_cuda_twin_gather_rows_in_words(monkeypatch, tmp_path):
+    """An embedding gather of bf16 rows (GPT-2's position embeddings): 128-bit row loads and stores, the row id
+    loaded once per vector (its int64 buffer no longer unrolls the lanes, ``Plan.unroll_lanes``)."""
+    monkeypatch.setattr(halide_xpu.config, "cache_dir", str(tmp_path))
+    monkeypatch.setattr(halide_xpu.config, "schedule_overrides", {"pairs": 1})
+    lower, found = _accesses(tmp_path)
+    twins = _cuda_twins(CASES["gather"][0], CASES["gather"][1](), monkeypatch, tmp_path, lower=lower)
+    assert len(twins) == 1 and len(found) == 1
+    assert found[0]["ld.global.nc.v4.b32"] == 1 and found[0]["st.global.v4.b32"] == 1, found[0]
+    assert not any(".b16" in k for k in found[0]), found[0]

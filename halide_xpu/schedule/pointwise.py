@@ -12,6 +12,7 @@ from .common import GUARD, SHIFT, Plan, Recorder, fuse_all, pow2_floor, total
 
 
 _TRANSCENDENTAL = re.compile(r"\b(?:hl|hx)\.(?:tanh|exp|expm1|erf|erfc|log|log1p|pow|sin|cos|tan|atan|sigmoid|cuda_exp|cuda_erf)\(")
+MIN_WAVES = 2  # strided lanes: at least this many work-groups per compute unit (_gpu)
 TILE_MIN = 8  # a transpose narrower than this along either tile dim runs flat (_tiny_tile)
 
 
@@ -64,7 +65,8 @@ def schedule_output(rec: Recorder, plan: Plan, out: hl.Func, spec: ScheduleSpec)
             return hl.Var(f"{label}_wg")
     fused = fuse_all(rec, out, args, label) if len(args) > 1 else args[0]
     if plan.caps.gpu:
-        return _gpu(rec, out, label, fused, n, spec if plan.gpu_vectors else spec.with_params(vector=1))
+        return _gpu(rec, out, label, fused, n, spec if plan.gpu_vectors else spec.with_params(vector=1),
+                    units=plan.caps.parallelism)
     return _host(rec, out, label, fused, n, spec, plan.caps.parallelism, plan.tail)
 
 
@@ -144,18 +146,20 @@ def _gpu_tiled(rec: Recorder, out: hl.Func, label: str, args: list[hl.Var], y: h
 
 
 def _gpu(rec: Recorder, out: hl.Func, label: str, x: hl.Var, n: Optional[int], spec: ScheduleSpec,
-         prefix: Optional[str] = None) -> hl.Var:
+         prefix: Optional[str] = None, units: int = 0) -> hl.Var:
     """``prefix`` names the loop Vars (default ``label``): outputs fused with ``compute_with`` share the names.
     Where lanes are unrolled instead of vectorized (``Recorder.unroll_lanes``: CUDA with narrow types), a
     work-item's ``strided_lanes`` lanes are ``wg`` points apart, not adjacent: each load and store instruction of a
     warp then covers contiguous memory (H100, 4 lanes: a bf16 scale 1.33x -> 0.95x Triton, a pad of bf16 logits
-    2.04x -> 1.77x, adjacent -> strided)."""
+    2.04x -> 1.77x, adjacent -> strided). Strided lanes are fewer where ``units`` compute units would get fewer
+    than ``MIN_WAVES`` work-groups each: a work-item's unrolled loads wait on each other's issue slots, so 16 lanes
+    over 75 work-groups (GPT-2's position embeddings, 400 x 768 bf16) left the H200 half idle (8.5 us, Triton 1.9)."""
     vec, wg = spec.get("vector", 4), spec.get("wg", 256)
     name = prefix or label
     strided = rec.unroll_lanes and spec.get("strided", 1) and vec > 1
     if strided:
         vec = spec.get("strided_lanes", 16)
-        while n is not None and vec > 1 and n < vec * wg:  # no divisibility needed: a guarded tail
+        while n is not None and vec > 1 and n < vec * wg * max(1, MIN_WAVES * units):  # a guarded tail: any n
             vec //= 2
         if vec > 1:
             return _gpu_strided(rec, out, label, x, n, vec * spec.get("unroll", 1), wg, name)
