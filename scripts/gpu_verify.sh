@@ -129,7 +129,8 @@ fi
 if [[ $stages == *" pairs "* ]]; then  # bf16 buffers as 32-bit words (pairs): eager-checked, AdamW's step, a step's kernels
   timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_pairs.py tests/test_gpu_schedules.py -k cuda -n 4 \
     > "$R/pairs_tests.log" 2>&1
-  timeout 150 python3 scripts/probe_adamw_cuda.py "$R/probe_adamw.json" pairs=0 default > "$R/probe_adamw.log" 2>&1
+  [ "${GPU_PAIRS_ADAMW:-1}" = 1 ] && timeout 150 python3 scripts/probe_adamw_cuda.py "$R/probe_adamw.json" pairs=0 default \
+    > "$R/probe_adamw.log" 2>&1
   for p in ${GPU_PAIRS_VALUES:-1}; do  # each beside Triton (GPU_PAIRS_VALUES="0 1": both forms)
     step_kernels "pairs_$p" "pairs=$p" "${GPU_PAIRS_SHAPE:-10x400}" "${GPU_PAIRS_S:-240}"
   done
