@@ -129,6 +129,7 @@ def compare(triton: tuple[list[str], dict], ours: tuple[list[str], dict], base: 
             t, o = slot["triton"][0], slot["ours"][0]
             rows.append({"nodes": list(nodes), "triton_us": round(t, 2), "ours_us": round(o, 2),
                          "ratio": round(o / t, 3) if t else float("nan"), "launches": slot["ours"][1],
+                         "base_launches": slot["triton"][1],
                          "triton_kernel": slot["triton"][2][0], "ours_kernel": slot["ours"][2][0],
                          "variant": slot["ours"][3]})
         else:
@@ -174,11 +175,11 @@ def write(out: Path, tables: dict[str, dict[str, Any]], meta: dict[str, Any]) ->
                          f"above 1.5×, {sum(r < 1 / 1.05 for r in ratios)} below 1/1.05.")
     for case, t in tables.items():
         lines += ["", f"## {case}: slowest 10 by ratio", "",
-                  f"| ratio | ours µs | {t['summary'].get('base', 'Triton')} µs | launches | variant | nodes |",
+                  f"| ratio | ours µs | {t['summary'].get('base', 'Triton')} µs | launches (ours / base) | variant | nodes |",
                   "|---|---|---|---|---|---|"]
         for r in t["rows"][:10]:
             nodes = ", ".join(r["nodes"][:6]) + (" …" if len(r["nodes"]) > 6 else "")
-            lines.append(f"| {r['ratio']}× | {r['ours_us']} | {r['triton_us']} | {r['launches']} | "
+            lines.append(f"| {r['ratio']}× | {r['ours_us']} | {r['triton_us']} | {r['launches']} / {r.get('base_launches', '?')} | "
                          f"{r.get('variant', '')} | {nodes} |")
         if t.get("unpaired"):
             lines += ["", f"Unpaired (node groups fused differently), most device time first:", "",

@@ -198,7 +198,8 @@ def test_tuned_record_applied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert all(dict(meta.schedule.params)[k] != v for k, v in tuned.items())
     sig = database.signature(meta, source)
     key = database.device_key(meta.target)
-    ScheduleDB(tmp_path).put(key, sig, Record(tuned, 1.0, 2.0, "test"))
+    searched = {t.name: defaults[t.name] for t in space.search_space(meta, targets.device_caps(meta.target))}
+    ScheduleDB(tmp_path).put(key, sig, Record({**searched, **tuned}, 1.0, 2.0, "test"))
     monkeypatch.setattr(halide_xpu.config, "autotune", "db")
     x = torch.randn(60, 1100)  # another size of the same shape class
     torch._dynamo.reset()
@@ -223,6 +224,27 @@ def test_tuned_record_applied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(halide_xpu.config, "autotune", "off")
     plain, text = apply.apply(meta, source)
     assert plain == meta and text == source
+
+
+def test_stale_record_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A record without one of the tunables the kernel's search space has now (tuned before that tunable existed,
+    so measured under other schedules) is not applied: the defaults are, and the stale record is counted."""
+    target = _cpu_target()
+    monkeypatch.setattr(halide_xpu.config, "cpu_target", target)
+    monkeypatch.setattr(torch._inductor.config, "cpu_backend", "halide_xpu")
+    monkeypatch.setattr(halide_xpu.config, "schedule_db", str(tmp_path))
+    monkeypatch.setattr(halide_xpu.config, "autotune", "off")
+    meta, source = _capture(lambda x: x.sum(-1), torch.randn(64, 1000))
+    names = [t.name for t in space.search_space(meta, targets.device_caps(meta.target))]
+    assert len(names) >= 2, names
+    params = {n: dict(meta.schedule.params)[n] for n in names[1:]}  # the first tunable missing
+    ScheduleDB(tmp_path).put(database.device_key(meta.target), database.signature(meta, source),
+                             Record(params, 1.0, 2.0, "test"))
+    monkeypatch.setattr(halide_xpu.config, "autotune", "db")
+    halide_xpu.stats.reset()
+    same, text = apply.apply(meta, source)
+    assert same == meta and text == source
+    assert halide_xpu.stats.counters["stale_schedule_records"] == 1
 
 
 def test_autoscheduler_record_applied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -124,6 +124,19 @@ def test_lm_loss_forward_backward(target):
     assert KERNEL_CALL.search("\n".join(codes)), codes
 
 
+def test_lm_loss_backward_twins_compile(monkeypatch, tmp_path):
+    """The loss's backward kernels build for CUDA (here: the CUDA twins, in this process). Its int64 targets are
+    read per row, through masked loads: with their lanes vectorized, LLVM aborted the process in a predicated
+    64-bit store (``Plan.unroll_lanes``), on the H200 and here alike."""
+    monkeypatch.setattr(__import__("halide_xpu").config, "cache_dir", str(tmp_path))
+    torch.manual_seed(0)
+    t = torch.randint(0, 50, (4, 129))
+    t[0, 5:40] = -100
+    x = torch.randn(4, 129, 50, requires_grad=True)
+    twins = _cuda_twins(lambda x, t: torch.autograd.grad(_lm_loss(x, t), x)[0], (x, t), monkeypatch, tmp_path)
+    assert len(twins) >= 3 and "pointwise" in {t[3] for t in twins}, [t[3] for t in twins]
+
+
 def _backward(loss: torch.Tensor) -> torch.Tensor:
     loss.backward()
     return loss.detach()

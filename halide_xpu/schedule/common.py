@@ -277,18 +277,22 @@ class Plan:
         its tail's predicated store of a 64-bit vector aborts the process in Halide 21's PTX codegen (LLVM's
         "Val should be a vector" in ``CreateMaskedStore``: ``arange`` to a dynamic size, GPUTests
         ``graph_partition_unbacked_symint_as_output``). Every kernel built for pointers off the vector
-        alignment (``KernelMeta.scalar_lanes``, any target) unrolls them too. An input the innermost loop Var does
-        not index (the row ids of an embedding gather) is loaded once per row, not as a vector: it does not count."""
+        alignment (``KernelMeta.scalar_lanes``, any target) unrolls them too. In a pointwise kernel without
+        masked loads, an input the innermost loop Var does not index (the row ids of an embedding gather) is loaded
+        once per row, not as a vector, and does not count. Masked loads (an RDom update per load) and reduction
+        kernels (whose first Var may be the reduction's) keep the rule: their int64 temporaries, vectorized, hit the
+        same masked-store abort (the LM loss backward's targets)."""
         if self.meta.scalar_lanes:
             return True
         if "cuda" not in self.meta.halide_target.split("-"):
             return False
         pointwise = not self.meta.reductions
-        inner = self.meta.loop_vars[0].name if self.meta.loop_vars else ""
+        inner = self.meta.loop_vars[0].name if self.meta.loop_vars and "hl.RDom(" not in self.source else ""
 
         def narrow(a: Any) -> bool:  # a 64-bit result per row (argmax) leaves the row's fp32 loads vectorized
             size = 4 if a.name in self.meta.pairs else DTYPES[a.dtype][3]  # bf16 pairs: 32-bit words
-            if a.kind == "in" and inner and not any(re.search(rf"\b{inner}\b", i) for i in reads(self.source, a.name)):
+            if pointwise and a.kind == "in" and inner and not any(re.search(rf"\b{inner}\b", i)
+                                                                   for i in reads(self.source, a.name)):
                 return False  # read per row (a gather's int64 row ids): one scalar load, not a vector of lanes
             return a.is_buffer and (size < 4 or (size != 4 and (a.kind == "in" or pointwise)))
 
