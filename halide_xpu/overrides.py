@@ -297,9 +297,12 @@ class HalideXpuOverrides(HalideOverrides):
 
     @staticmethod
     def tanh(x):  # type: ignore[override]
-        """On CPU, Halide calls scalar libm ``tanhf`` (10x slower than vector code): use exp, exact near 0."""
+        """On CPU, Halide calls scalar libm ``tanhf`` (10x slower than vector code): use exp, exact near 0; on CUDA
+        with fast math ``halide_helpers.cuda_tanh``."""
         from torch._inductor.virtualized import V
 
+        if getattr(V.kernel, "fast_math", lambda: False)():
+            return f"hx.cuda_tanh({x})"  # branch-free, its exp marked for the PTX rewrite (halide_helpers.tanh_poly)
         if getattr(V.kernel, "target_name", lambda: "")() != "host":
             return f"hl.tanh({x})"
         return f"hx.tanh_vec({x})"
