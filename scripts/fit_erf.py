@@ -5,6 +5,7 @@ erf on [0.9, 4]; erf rounds to 1 past 3.92). Iteratively reweighted least square
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -36,6 +37,24 @@ def fit() -> tuple[list[float], list[float]]:
     return [float(np.float32(c)) for c in small], [float(np.float32(c)) for c in large]
 
 
+def report(span: float, exact: Any, candidates: dict[str, Any]) -> None:
+    """Each candidate's float32 error (max ulp and absolute) against ``exact`` (float64), computed by Halide on the
+    host over [-span, span] and tiny magnitudes."""
+    import halide as hl
+
+    xs = np.concatenate([np.linspace(-span, span, 1_000_001, dtype=np.float32),
+                         np.logspace(-30, 0, 10_000, dtype=np.float32)])
+    ref = exact(xs.astype(np.float64))
+    ulp = np.spacing(np.abs(ref).astype(np.float32)).astype(np.float64)
+    x = hl.Var("x")
+    buf = hl.Buffer(xs)
+    for name, fn in candidates.items():
+        f = hl.Func(name.replace(" ", "_"))
+        f[x] = fn(buf[x])
+        got = np.asarray(f.realize([xs.size], hl.Target("host-strict_float")))
+        print(f"{name}: max {np.max(np.abs(got - ref) / ulp):.2f} ulp, max abs {np.max(np.abs(got - ref)):.2e}")
+
+
 def main() -> None:
     small, large = fit()
     print("SMALL =", small)
@@ -44,16 +63,7 @@ def main() -> None:
 
     from halide_xpu import halide_helpers as hx
 
-    xs = np.concatenate([np.linspace(-6, 6, 1_000_001, dtype=np.float32), np.logspace(-30, 0, 10_000, dtype=np.float32)])
-    ref = erf(xs.astype(np.float64))
-    ulp = np.spacing(np.abs(ref).astype(np.float32)).astype(np.float64)
-    x = hl.Var("x")
-    buf = hl.Buffer(xs)
-    for name, fn in (("halide_xpu cuda_erf", hx.erf_poly), ("Halide erf", hl.erf)):
-        f = hl.Func(name.replace(" ", "_"))
-        f[x] = fn(buf[x])
-        got = np.asarray(f.realize([xs.size], hl.Target("host-strict_float")))
-        print(f"{name}: max {np.max(np.abs(got - ref) / ulp):.2f} ulp, max abs {np.max(np.abs(got - ref)):.2e}")
+    report(6.0, erf, {"halide_xpu cuda_erf": hx.erf_poly, "Halide erf": hl.erf})
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from fit_erf import _cheb, _irls  # noqa: E402
+from fit_erf import _cheb, _irls, report  # noqa: E402
 
 tanh = np.vectorize(math.tanh)
 SMALL_BELOW = 0.6
@@ -32,16 +32,7 @@ def main() -> None:
 
     from halide_xpu import halide_helpers as hx
 
-    xs = np.concatenate([np.linspace(-12, 12, 1_000_001, dtype=np.float32), np.logspace(-30, 0, 10_000, dtype=np.float32)])
-    ref = tanh(xs.astype(np.float64))
-    ulp = np.spacing(np.abs(ref).astype(np.float32)).astype(np.float64)
-    x = hl.Var("x")
-    buf = hl.Buffer(xs)
-    for name, fn in (("halide_xpu tanh_poly", lambda v: hx.tanh_poly(v, hl.exp)), ("Halide tanh", hl.tanh)):
-        f = hl.Func(name.replace(" ", "_"))
-        f[x] = fn(buf[x])
-        got = np.asarray(f.realize([xs.size], hl.Target("host-strict_float")))
-        print(f"{name}: max {np.max(np.abs(got - ref) / ulp):.2f} ulp, max abs {np.max(np.abs(got - ref)):.2e}")
+    report(12.0, tanh, {"halide_xpu tanh_poly": lambda v: hx.tanh_poly(v, hl.exp), "Halide tanh": hl.tanh})
 
 
 if __name__ == "__main__":
