@@ -399,6 +399,10 @@ def main() -> int:
     torch._inductor.config.fx_graph_cache = False
     if args.target:
         halide_xpu.config.cpu_target = args.target
+    if args.device == "cpu" and halide_xpu.config.resolved_cpu_target == "sycl":  # the emulation runs on USM tensors
+        from halide_xpu import usm
+
+        usm.usm_tensors_process_wide()
     name = torch.cuda.get_device_name() if args.device == "cuda" else f"cpu-{halide_xpu.config.resolved_cpu_target}"
     out = Path(args.out or Path(__file__).parent / "results" / name.replace(" ", "_"))
     meta = {"device_name": name, "torch": torch.__version__, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),

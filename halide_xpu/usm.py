@@ -223,9 +223,11 @@ def usm_tensors_process_wide() -> None:
     tensor is USM shared memory of the default queue, so code that allocates its own tensors (PyTorch's test
     suites) runs on the ``sycl`` emulation target."""
     global _process_wide
-    if _process_wide is None:
-        _process_wide = usm_tensors(default_queue())
-        _process_wide.__enter__()
+    if _process_wide is None:  # never left: a scope's exit at interpreter shutdown ran on torn-down module globals
+        q = default_queue()
+        _allocator_library().hx_usm_alloc_push(ctypes.c_void_p(q.addressof_ref()))
+        _clone_through_cpu_allocator(+1)
+        _process_wide = q  # keeps the queue (and its context) alive
 
 
 _process_wide: Optional[Any] = None

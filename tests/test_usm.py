@@ -230,3 +230,4 @@ print("ok")
     env = dict(__import__("os").environ, HALIDE_XPU_USM_TENSORS="1")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]
+    assert "Exception ignored" not in out.stderr, out.stderr[-2000:]  # the scope was left at shutdown: torn-down globals
