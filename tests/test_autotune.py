@@ -247,6 +247,27 @@ def test_stale_record_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert halide_xpu.stats.counters["stale_schedule_records"] == 1
 
 
+def test_stale_record_tuned_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``tune`` searches a kernel again whose record lacks a tunable of today's search space (such a record is not
+    applied at compile time, so keeping it as 'cached' would leave the kernel untuned); a whole record stays."""
+    target = _cpu_target()
+    monkeypatch.setattr(halide_xpu.config, "cpu_target", target)
+    monkeypatch.setattr(torch._inductor.config, "cpu_backend", "halide_xpu")
+    monkeypatch.setattr(halide_xpu.config, "autotune", "off")
+    meta, source = _capture(lambda x: x.sum(-1), torch.randn(64, 1000))
+    names = [t.name for t in space.search_space(meta, targets.device_caps(meta.target))]
+    key, sig = database.device_key(meta.target), database.signature(meta, source)
+    db = ScheduleDB(tmp_path)
+    db.put(key, sig, Record({n: dict(meta.schedule.params)[n] for n in names[1:]}, 1.0, 2.0, "test"))
+    kernel = tune.Kernel("row_sum", meta, source)
+    outcomes = tune.tune_kernels([kernel], db, 30, 6, progress=False, autoschedulers=False)
+    assert outcomes[0].status == "tuned", outcomes
+    record = db.get(key, sig).record
+    assert not space.missing_tunables(meta, record.params) and record.kernel == "row_sum"
+    again = tune.tune_kernels([kernel], db, 30, 6, progress=False, autoschedulers=False)
+    assert again[0].status == "cached", again
+
+
 def test_autoscheduler_record_applied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     target = _cpu_target()
     monkeypatch.setattr(halide_xpu.config, "cpu_target", target)

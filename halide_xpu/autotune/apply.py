@@ -7,7 +7,7 @@ from typing import Optional
 
 from .. import config, stats
 from ..meta import KernelMeta
-from . import database
+from . import database, space
 
 log = logging.getLogger(__name__)
 
@@ -47,19 +47,6 @@ def find(meta: KernelMeta, source: str) -> Optional[database.Hit]:
     return hit
 
 
-def _missing_tunables(meta: KernelMeta, record: database.Record) -> list[str]:
-    """Tunables the search space now has for ``meta`` that ``record`` lacks (it was tuned before they existed, so
-    its values were measured under other schedules: an H200 record's work-group of 32, tuned for Llama's bf16
-    silu * up in 16-bit lanes, took it from 26.9 to 29.1 us once the kernel ran in 32-bit words, 2.05x Triton)."""
-    if record.scheduler:
-        return []
-    from ..target import targets
-    from . import space
-
-    caps = targets.device_caps(meta.target, meta.device_type, meta.device_index)
-    return sorted({t.name for t in space.search_space(meta, caps)} - set(record.params))
-
-
 def apply(meta: KernelMeta, source: str) -> tuple[KernelMeta, str]:
     """``(meta, source)`` with a database record's tunables applied and named in a comment line of the source
     (which is part of the kernel cache key, like the tunables in ``meta``); unchanged without a record."""
@@ -72,7 +59,7 @@ def apply(meta: KernelMeta, source: str) -> tuple[KernelMeta, str]:
         return meta, source
     if hit is None:
         return meta, source
-    missing = _missing_tunables(meta, hit.record)
+    missing = space.missing_tunables(meta, hit.record.params, hit.record.scheduler)
     if missing:
         stats.counters["stale_schedule_records"] += 1
         log.info("halide_xpu: schedule record %s from %s predates tunables %s of this kernel's search space (it was "

@@ -7,7 +7,7 @@ from typing import Optional
 
 from ..meta import KernelMeta
 from ..schedule import gpu_warps
-from ..target.targets import DeviceCaps
+from ..target.targets import DeviceCaps, device_caps
 
 POW2_VECTORS = (1, 2, 4, 8, 16)  # vector lanes: powers of two up to 16 (Halide's widest useful OpenCL/CUDA vector)
 WORK_GROUPS = (32, 64, 128, 256, 512, 1024)  # bounded by the device's max work-group size
@@ -120,3 +120,14 @@ def autoschedulers(meta: KernelMeta, caps: DeviceCaps) -> tuple[str, ...]:
 def size(space: list[Tunable]) -> int:
     """Points in the full grid (coordinate descent visits about the sum of the value counts per pass)."""
     return math.prod(len(t.values) for t in space) if space else 1
+
+
+def missing_tunables(meta: KernelMeta, params: dict[str, int], scheduler: str = "") -> list[str]:
+    """Tunables the search space now has for ``meta`` that a record's ``params`` lack: it was tuned before they
+    existed, so its values were measured under other schedules (an H200 record's work-group of 32, tuned for
+    Llama's bf16 silu * up in 16-bit lanes, took it from 26.9 to 29.1 us once the kernel ran in 32-bit words, 2.05x
+    Triton). An autoscheduler's record (``scheduler``) has no tunables."""
+    if scheduler:
+        return []
+    caps = device_caps(meta.target, meta.device_type, meta.device_index)
+    return sorted({t.name for t in search_space(meta, caps)} - set(params))

@@ -269,8 +269,8 @@ def search(kernel: Kernel, worker: Worker, budget_s: float, reps: int = 5,
 def tune_kernels(kernels: list[Kernel], db: database.ScheduleDB, budget_s: float, budget_kernel_s: float,
                  force: bool = False, reps: int = 5, timeout_s: float = 120.0, progress: bool = True,
                  jobs: int = 1, autoschedulers: bool = True) -> list[Outcome]:
-    """Tune each kernel not yet in the database (all with ``force``) within the budgets; records written as
-    they finish, so an interrupted run resumes where it stopped."""
+    """Tune each kernel not yet in the database, or whose record lacks a tunable of today's search space (all with
+    ``force``), within the budgets; records written as they finish, so an interrupted run resumes where it stopped."""
     outcomes: list[Outcome] = []
     t_end = time.monotonic() + budget_s
     bar = _progress(len(kernels), progress)
@@ -281,7 +281,11 @@ def tune_kernels(kernels: list[Kernel], db: database.ScheduleDB, budget_s: float
             key = database.device_key(k.meta.target, k.meta.device_type, k.meta.device_index)
             bar.set_description(k.name[:24])
             existing = db.get(key, sig)
-            if existing is not None and not force:
+            stale = existing is not None and space.missing_tunables(k.meta, existing.record.params,
+                                                                     existing.record.scheduler)
+            if stale:  # tuned before these tunables existed: measured under other schedules, tuned again
+                log.info("halide_xpu tune: %s: the record lacks %s; tuned again", k.name, ", ".join(stale))
+            if existing is not None and not force and not stale:
                 outcomes.append(Outcome(k.name, sig.key, "cached", existing.record))
             elif time.monotonic() > t_end:
                 outcomes.append(Outcome(k.name, sig.key, "skipped", note="run budget spent"))
