@@ -14,6 +14,7 @@ import dataclasses
 import re
 
 from .meta import STORAGE_SUFFIX, KernelMeta
+from .schedule.common import accesses
 
 _LAYOUT = "# buffer layouts"
 
@@ -23,25 +24,6 @@ def applicable(meta: KernelMeta) -> bool:
     want = meta.schedule.get("pairs", 0)
     cuda = "cuda" in meta.halide_target.split("-")
     return bool(want and meta.bf16_as_bits and not meta.scalar_lanes and not meta.pairs and (cuda or want >= 2))
-
-
-def _accesses(source: str, name: str) -> list[list[str]]:
-    """Each access ``name[...]`` of the source as its index texts, nested brackets kept whole (``in_ptr1[h0,
-    tmp3[h1]]`` -> ``["h0", "tmp3[h1]"]``)."""
-    found = []
-    for m in re.finditer(rf"\b{name}\[", source):
-        depth, parts, part = 1, [], ""
-        for ch in source[m.end():]:
-            depth += {"[": 1, "]": -1}.get(ch, 0)
-            if depth == 0 or (ch == "," and depth == 1):
-                parts.append(part.strip())
-                part = ""
-                if depth == 0:
-                    break
-                continue
-            part += ch
-        found.append([p for p in parts if p])
-    return found
 
 
 def _even_strides(stride: tuple[str, ...]) -> bool:
@@ -60,7 +42,7 @@ def eligible(meta: KernelMeta, source: str) -> tuple[str, ...]:
     outs = [a for a in meta.args if a.kind == "out"]
     if any(a.dtype != "bfloat16" or a.alias_of or a.partial for a in outs) or STORAGE_SUFFIX not in source:
         return ()
-    defs = [_accesses(source, a.name) for a in outs]
+    defs = [accesses(source, a.name) for a in outs]
     if any(len(d) != 1 for d in defs):
         return ()
     var = defs[0][0][0] if defs[0][0] else ""
@@ -80,7 +62,7 @@ def eligible(meta: KernelMeta, source: str) -> tuple[str, ...]:
             continue
         if not (a.shape and a.shape[0].isdigit() and int(a.shape[0]) % 2 == 0 and _even_strides(a.stride)):
             continue
-        index = _accesses(source, a.name)
+        index = accesses(source, a.name)
         if index and all(i and i[0] == var and not any(re.search(rf"\b{var}\b", j) for j in i[1:]) for i in index):
             names.append(a.name)
     return tuple(n for n in (a.name for a in meta.args) if n in names)
@@ -94,7 +76,7 @@ def apply(meta: KernelMeta, source: str) -> tuple[KernelMeta, str]:
     if not names:
         return meta, source
     args = {a.name: a for a in meta.args}
-    outs = {a.name: _accesses(source, a.name)[0] for a in meta.args if a.kind == "out"}
+    outs = {a.name: accesses(source, a.name)[0] for a in meta.args if a.kind == "out"}
     var = next(iter(outs.values()))[0]
     lines, dims_done = [], 0
     for line in source.splitlines():

@@ -154,3 +154,13 @@ def test_cuda_twin_tanh_without_branches(monkeypatch, tmp_path):
     _cuda_twins(CASES["gelu"][0], CASES["gelu"][1](), monkeypatch, tmp_path, lower=lower)
     assert len(ptx) == 1 and "__nv_tanhf" not in ptx[0] and "tanh" not in ptx[0].split(".version")[-1], "libdevice tanh"
     assert "rsqrt.approx.ftz.f32" in ptx[0]  # the exp marker
+
+
+def test_one_index_parser():
+    """``pairs`` and ``Plan.unroll_lanes`` read a kernel's accesses with one parser, nested brackets kept whole: an
+    access whose first index is itself an access still shows the innermost Var after it."""
+    from halide_xpu.schedule.common import accesses, reads
+
+    source = "out[h0, h1] = x[tmp3[h1], h0] + x[h0, ] + y[h1]"
+    assert accesses(source, "x") == [["tmp3[h1]", "h0"], ["h0"]]
+    assert reads(source, "x") == {"tmp3[h1],h0", "h0"} and reads(source, "y") == {"h1"}

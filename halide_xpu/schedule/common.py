@@ -49,9 +49,29 @@ def index_texts(pattern: re.Pattern, source: str) -> set[str]:
     return {m.group(1).replace(" ", "").rstrip(",") for m in pattern.finditer(source)}
 
 
+def accesses(source: str, name: str) -> list[list[str]]:
+    """Each access ``name[...]`` of a kernel's source as its index texts, nested brackets kept whole
+    (``in_ptr1[h0, tmp3[h1]]`` -> ``["h0", "tmp3[h1]"]``)."""
+    found = []
+    for m in re.finditer(rf"\b{name}\[", source):
+        depth, parts, part = 1, [], ""
+        for ch in source[m.end():]:
+            depth += {"[": 1, "]": -1}.get(ch, 0)
+            if depth == 0 or (ch == "," and depth == 1):
+                parts.append(part.strip())
+                part = ""
+                if depth == 0:
+                    break
+                continue
+            part += ch
+        found.append([p for p in parts if p])
+    return found
+
+
 def reads(source: str, name: str) -> set[str]:
-    """The indices at which a kernel's source reads (or writes) ``name``: ``{"h0"}`` for ``name[h0,]``."""
-    return index_texts(re.compile(rf"\b{name}\[([^\]]*)\]"), source)
+    """The indices at which a kernel's source reads (or writes) ``name``, spaces dropped: ``{"h0"}`` for
+    ``name[h0,]``, ``{"tmp3[h1],h0"}`` for ``name[tmp3[h1], h0]``."""
+    return {",".join(p.replace(" ", "") for p in parts) for parts in accesses(source, name)}
 
 
 class Recorder:
