@@ -182,14 +182,20 @@ def usm_tensors(q: Optional[Any] = None) -> Iterator[Any]:
     """Inside this scope every CPU tensor torch allocates lives in USM shared memory of ``q``'s context
     (default :func:`current_queue`): the emulation's stand-in for XPU tensors. Tensors stay valid after it."""
     q = q if q is not None else current_queue()
-    alloc = _allocator_library()
-    previous = alloc.hx_usm_alloc_push(ctypes.c_void_p(q.addressof_ref()))
-    _clone_through_cpu_allocator(+1)
+    previous = _enter(q)
     try:
         yield q
     finally:
         _clone_through_cpu_allocator(-1)
-        alloc.hx_usm_alloc_pop(ctypes.c_void_p(previous))
+        _allocator_library().hx_usm_alloc_pop(ctypes.c_void_p(previous))
+
+
+def _enter(q: Any) -> Optional[int]:
+    """Opens a USM scope on ``q``: CPU allocations and storage clones go to its USM; returns the allocator's
+    previous queue (what the scope's exit restores)."""
+    previous = _allocator_library().hx_usm_alloc_push(ctypes.c_void_p(q.addressof_ref()))
+    _clone_through_cpu_allocator(+1)
+    return previous
 
 
 _clone_scopes = [0, None]  # open usm_tensors scopes, torch's own UntypedStorage.clone while any is open
@@ -225,8 +231,7 @@ def usm_tensors_process_wide() -> None:
     global _process_wide
     if _process_wide is None:  # never left: a scope's exit at interpreter shutdown ran on torn-down module globals
         q = default_queue()
-        _allocator_library().hx_usm_alloc_push(ctypes.c_void_p(q.addressof_ref()))
-        _clone_through_cpu_allocator(+1)
+        _enter(q)
         _process_wide = q  # keeps the queue (and its context) alive
 
 
