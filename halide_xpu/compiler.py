@@ -232,7 +232,7 @@ def compile_scheduled(
     target)`` it; returns (compile_fn's result, schedule lines, variant name)."""
     import halide as hl
 
-    meta, source = pairs.apply(meta, source)  # build() has applied it already (the glue needs it): unchanged then
+    meta, source = pairs.apply(meta, source)  # build() applied it already (the glue needs it): a cached no-op then
     code = compile(source, "<halide_xpu kernel>", "exec")
     target = hl.Target(meta.halide_target)
     caps = caps or targets.device_caps(meta.target, meta.device_type, meta.device_index)

@@ -11,6 +11,7 @@ outer strides, the Var's extent is halved, and every schedule works on words unc
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 
 from .meta import STORAGE_SUFFIX, KernelMeta
@@ -31,6 +32,7 @@ def _even_strides(stride: tuple[str, ...]) -> bool:
     return bool(stride) and stride[0] == "1" and all(s.isdigit() and int(s) % 2 == 0 for s in stride[1:])
 
 
+@functools.lru_cache(maxsize=256)  # build() and compile_scheduled() both ask for the same kernel
 def eligible(meta: KernelMeta, source: str) -> tuple[str, ...]:
     """The bf16 buffers to pass as words, or () where the kernel does not qualify: a pointwise kernel whose outputs
     are all bf16, each defined once over the loop Vars with the first (its stride-1 dim, of even static extent)
