@@ -16,6 +16,7 @@ from torch._inductor.utils import IndentedBuffer
 from torch.utils._ordered_set import OrderedSet
 from torch.utils._sympy.symbol import SymT, free_symbol_is_type
 from torch._inductor.virtualized import V, ops
+from torch.utils._sympy.functions import Identity
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
 
@@ -303,6 +304,14 @@ class HalideXpuKernel(HalideKernel):
                 continue
             ranges[s] = ValueRanges(0, size - 1 if size.is_number else int_oo)
         return ranges
+
+    def prepare_indexing(self, index: Any) -> Any:  # type: ignore[override]
+        """Upstream's, without Inductor's ``Identity`` wrappers (a cat's pointwise lowering keeps ``Identity(768)``
+        from folding): sympy does not evaluate through them, so a dimension's extent stayed ``1 + Identity(2303)``,
+        a number no ``int()`` takes: the kernel's layout read as dynamic (no ``pairs``, no tuning) and its masked
+        load kept the guarded per-point form (GPT-2's q/k/v gradient cat, 2.4x Triton on the H200)."""
+        index = super().prepare_indexing(index)
+        return index.replace(Identity, lambda x: x) if index.has(Identity) else index
 
     def indexing_to_dimensions(self, var, index, is_store):  # type: ignore[override]
         """A masked load's indices are clamped per dimension (``make_index_str``), which is exact only while each

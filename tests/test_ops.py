@@ -134,6 +134,22 @@ def test_masked_loads_inside_row_reductions(target: str, width: int) -> None:
                       cls, tok, pos, w, b, atol=1e-4, rtol=1e-4)
 
 
+def test_pointwise_cat_static_layout(target: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inductor's pointwise cat wraps each piece's offset index in ``Identity``: the kernel's dimensions must come
+    out as plain numbers (they read ``1 + Identity(2303)``, a layout taken as dynamic: no words, no tuning), and on
+    device targets every piece's masked load takes the branch-free select form (GPT-2's q/k/v gradient cat ran its
+    first piece as a guarded load per point, 2.4x Triton on the H200)."""
+    import torch._inductor.config as inductor_config
+
+    monkeypatch.setattr(inductor_config, "force_pointwise_cat", True)
+    q, k, v = (torch.randn(40, 64).bfloat16() for _ in range(3))
+    code = compile_and_check(lambda q, k, v: torch.cat([q * 2, k, v], 1), q, k, v)
+    shapes = re.findall(r"shape=\(([^)]*)\)", code)
+    assert shapes and all(re.fullmatch(r"'\d+'(, '\d+')*,?", s.strip()) for s in shapes), shapes
+    if target != "host":
+        assert "_mask = hl.RDom(" not in code, "a masked load kept the guarded form"
+
+
 def test_indexing_gather(target: str) -> None:
     idx = torch.randint(0, 33, (20,))
     compile_and_check(lambda x, i: x[i] * 2, X, idx)
