@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+from .conformance_worker import INDUCTOR_CONFIG_ENV, inductor_config
+
 TARGETS = ("host", "opencl", "sycl", "cuda", "cpp", "triton")
 ANCHORS = {"host": "cpp", "opencl": "cpp", "sycl": "cpp", "cuda": "triton"}
 CLASSES = ("pass", "no_kernel", "mismatch", "error", "eager_error", "crash", "timeout")
@@ -447,6 +449,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
     p.add_argument("--resume", action="store_true", help="keep the records already in <out>/<target>.json")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--inductor-config", action="append", default=[], metavar="KEY=VALUE",
+                   help="an Inductor config value for the workers, repeatable (force_pointwise_cat=True: the cat "
+                        "lowering GPUs take, which Inductor turns off for CPU devices)")
+
 
 
 def run(args: argparse.Namespace, command: Optional[str] = None, env: Optional[dict[str, str]] = None) -> dict:
@@ -455,6 +461,9 @@ def run(args: argparse.Namespace, command: Optional[str] = None, env: Optional[d
     for d in dtypes or ():
         if d not in DEFAULT_DTYPES + ("float64", "int16", "complex64"):
             raise ValueError(f"unknown dtype {d!r}")
+    settings = inductor_config(getattr(args, "inductor_config", None) or [])
+    if settings:
+        env = {**(os.environ if env is None else env), INDUCTOR_CONFIG_ENV: json.dumps(settings)}
     max_samples = args.max_samples or {"ci": CI_MAX_SAMPLES, "quick": QUICK_MAX_SAMPLES}.get(args.subset, 3)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -469,7 +478,8 @@ def run(args: argparse.Namespace, command: Optional[str] = None, env: Optional[d
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "command": command or "(api)",
         "options": {"ops": args.ops, "subset": args.subset, "dtypes": dtypes, "max_samples": max_samples,
-                    "backward": not args.no_backward, "timeout_s": args.timeout_s, "jobs": args.jobs},
+                    "backward": not args.no_backward, "timeout_s": args.timeout_s, "jobs": args.jobs,
+                    "inductor_config": settings},
         "missing_ops": missing,
     }
     records = list(kept.values())
@@ -495,6 +505,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     add_arguments(p)
     argv = sys.argv[1:] if argv is None else argv
     args = p.parse_args(argv)
+    try:
+        inductor_config(args.inductor_config)
+    except ValueError as e:
+        p.error(str(e))
     doc = run(args, command="python3 -m halide_xpu conformance " + " ".join(argv))
     print(json.dumps({"target": doc["target"], "summary": doc["summary"], "wall_s": doc.get("wall_s")}))
     return 0

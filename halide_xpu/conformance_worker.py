@@ -7,6 +7,7 @@ this in a subprocess so a crash or a hang costs one job.
 """
 from __future__ import annotations
 
+import ast
 import faulthandler
 import json
 import math
@@ -41,6 +42,27 @@ class Mismatch(AssertionError):
         self.max_abs_diff = max_abs_diff
 
 
+INDUCTOR_CONFIG_ENV = "HALIDE_XPU_CONFORMANCE_INDUCTOR_CONFIG"  # JSON {key: value}, set by conformance.run
+
+
+def inductor_config(pairs: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` texts as Inductor config values (Python literals); a ValueError names an unknown key or value."""
+    import torch._inductor.config as ic
+
+    found: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"--inductor-config {pair!r}: expected KEY=VALUE")
+        if not hasattr(ic, key):
+            raise ValueError(f"--inductor-config {pair!r}: torch._inductor.config has no {key!r}")
+        try:
+            found[key] = ast.literal_eval(text.strip())
+        except (ValueError, SyntaxError):
+            raise ValueError(f"--inductor-config {pair!r}: {text!r} is not a Python literal") from None
+    return found
+
 def configure(target: str) -> str:
     """Point Inductor at ``target``; returns the device type its tensors live on."""
     import torch
@@ -49,6 +71,8 @@ def configure(target: str) -> str:
 
     ic = torch._inductor.config
     ic.fx_graph_cache = False  # every compile codegens, so the kernel counters mean something
+    for key, value in json.loads(os.environ.get(INDUCTOR_CONFIG_ENV, "{}")).items():  # conformance --inductor-config
+        setattr(ic, key, value)
     ic.fallback_random = True  # random ops draw like eager (same seed on both sides)
     if hasattr(torch._functorch.config, "enable_autograd_cache"):
         torch._functorch.config.enable_autograd_cache = False

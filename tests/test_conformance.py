@@ -149,3 +149,28 @@ def test_compare_tolerances() -> None:
     ]:
         with pytest.raises(Mismatch):
             compare(actual, expected, name)
+
+
+def test_inductor_config_reaches_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--inductor-config force_pointwise_cat=True`` runs the cat lowering GPUs take (Inductor turns it off for CPU
+    devices) on a CPU target: the workers apply it, the run records it, and bad keys or values are refused."""
+    import torch
+
+    from halide_xpu import conformance_worker
+
+    with pytest.raises(ValueError, match="has no 'no_such_knob'"):
+        conformance.inductor_config(["no_such_knob=1"])
+    with pytest.raises(ValueError, match="not a Python literal"):
+        conformance.inductor_config(["force_pointwise_cat=yes please"])
+    monkeypatch.setattr(torch._inductor.config, "force_pointwise_cat", False)
+    monkeypatch.setenv(conformance_worker.INDUCTOR_CONFIG_ENV, json.dumps({"force_pointwise_cat": True}))
+    conformance_worker.configure("host")
+    assert torch._inductor.config.force_pointwise_cat is True
+    monkeypatch.delenv(conformance_worker.INDUCTOR_CONFIG_ENV)
+    target = next((t for t in ("opencl", "sycl") if _skip_reason(t) is None), "host")
+    doc = conformance.run(_args("--target", target, "--ops", "^(cat|stack)$", "--dtypes", "bfloat16,int64",
+                                "--max-samples", "2", "--out", str(tmp_path), "--jobs", "2",
+                                "--inductor-config", "force_pointwise_cat=True"), env=_env())
+    assert doc["options"]["inductor_config"] == {"force_pointwise_cat": True}
+    assert doc["summary"]["pass"] >= 6 and all(doc["summary"][c] == 0 for c in (*MUST_BE_ZERO, "no_kernel", "error")), \
+        _describe(doc["records"])
