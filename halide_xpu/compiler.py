@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import logging
 import os
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -248,9 +250,10 @@ def compile_scheduled(
         try:
             lines = _autoschedule(pipeline, funcs, meta, target) if auto else schedule.apply(variant, meta, funcs, caps, source)
             arguments = [hl.Argument(funcs.get(a.name + STORAGE_SUFFIX, funcs[a.name])) for a in meta.args if a.kind != "out"]
-            if name == "fused_warps":
-                schedule.gpu_warps.check_lowered(pipeline, arguments, target)  # see branch_shuffles
-            result = compile_fn(pipeline, arguments, target)
+            if name == "fused_warps":  # see gpu_warps.branch_shuffles
+                result = _check_warps(pipeline, arguments, target, compile_fn)
+            else:
+                result = compile_fn(pipeline, arguments, target)
             stats.counters["halide_compiles"] += 1
             break
         except (hl.HalideError, schedule.UnscheduledUpdate, schedule.NotApplicable) as e:
@@ -299,9 +302,35 @@ def _build_checks(meta: KernelMeta, source: str, workdir: Path) -> Optional[tupl
     return obj, lines
 
 
-def _compile_to(outputs: dict[Any, str]) -> Callable[[Any, list[Any], Any], None]:
-    """``compile_scheduled``'s compile step: the pipeline's ``outputs`` files, entry ``FN_NAME``."""
-    return lambda p, args, target: p.compile_to(outputs, args, FN_NAME, target)
+class _CompileTo:
+    """``compile_scheduled``'s compile step: the pipeline's ``outputs`` files, entry ``FN_NAME``; ``also`` adds
+    files to one call (the warp form's conceptual Stmt, checked from the same lowering as the object)."""
+
+    def __init__(self, outputs: dict[Any, str]) -> None:
+        self.outputs = outputs
+
+    def __call__(self, p: Any, args: list[Any], target: Any, also: Optional[dict[Any, str]] = None) -> None:
+        p.compile_to({**self.outputs, **(also or {})}, args, FN_NAME, target)
+
+
+def _compile_to(outputs: dict[Any, str]) -> _CompileTo:
+    return _CompileTo(outputs)
+
+
+def _check_warps(pipeline: Any, arguments: list[Any], target: Any, compile_fn: Any) -> Any:
+    """The warp form compiled by ``compile_fn`` and refused when a shuffle stayed in a branch (``branch_shuffles``):
+    a build's compile step writes the conceptual Stmt in the same lowering; another ``compile_fn`` (a test's, a
+    script's) gets a separate lowering for the check first."""
+    import halide as hl
+
+    if "also" not in inspect.signature(compile_fn).parameters:
+        schedule.gpu_warps.check_lowered(pipeline, arguments, target)
+        return compile_fn(pipeline, arguments, target)
+    with tempfile.TemporaryDirectory(prefix="hx_warps_") as tmp:
+        stmt = Path(tmp) / "kernel.conceptual.stmt"
+        result = compile_fn(pipeline, arguments, target, also={hl.OutputFileType.conceptual_stmt: str(stmt)})
+        schedule.gpu_warps.refuse_branch_shuffles(stmt.read_text(errors="replace"))
+    return result
 
 
 def build(meta: KernelMeta, source: str, workdir: Path, caps: Optional[DeviceCaps] = None) -> tuple[list[str], str]:
@@ -318,8 +347,8 @@ def build(meta: KernelMeta, source: str, workdir: Path, caps: Optional[DeviceCap
         outputs[hl.OutputFileType.stmt] = str(workdir / "kernel.stmt")
     compile_only = _compile_to(outputs)
 
-    def compile_fn(p: Any, args: list[Any], target: Any) -> None:
-        compile_only(p, args, target)
+    def compile_fn(p: Any, args: list[Any], target: Any, also: Optional[dict[Any, str]] = None) -> None:
+        compile_only(p, args, target, also)
         if meta.target == "opencl" and config.opencl_build_check:  # see opencl_build: a crash kills a child only
             src = workdir / device_binary.SOURCE_FILE
             if device_binary.save_source(workdir / "kernel.o", src):

@@ -199,3 +199,31 @@ def test_harvested_kernels_take_warps_twice(nodes, monkeypatch, tmp_path):
             {hl.OutputFileType.conceptual_stmt: str(tmp_path / "k.stmt")}, a, "k", t))
         assert variant == "fused_warps", lines
         assert not gpu_warps.branch_shuffles((tmp_path / "k.stmt").read_text(errors="replace"))
+
+
+def test_warp_form_lowered_once_in_a_build(monkeypatch, tmp_path):
+    """A build of the warp form lowers it once: the shuffle check reads the conceptual Stmt written by the same
+    ``compile_to`` as the object (it lowered the pipeline a second time, about 8% of such a kernel's build)."""
+    fn, make = CASES["rms_norm_bf16"]
+    build = compiler.build  # _cuda_twins replaces it with its capture
+    twins = _cuda_twins(fn, make(), monkeypatch, tmp_path)
+    (meta, source, _, variant), = twins
+    assert variant == "fused_warps"
+    calls: list[list[str]] = []
+    real = compiler._CompileTo.__call__
+
+    def counted(self, p, args, target, also=None):
+        calls.append(sorted(str(k) for k in {**self.outputs, **(also or {})}))
+        return real(self, p, args, target, also)
+
+    monkeypatch.setattr(compiler._CompileTo, "__call__", counted)
+    monkeypatch.setattr(gpu_warps, "check_lowered", lambda *a: pytest.fail("lowered a second time for the check"))
+    workdir = tmp_path / "build"
+    workdir.mkdir()
+    try:
+        _, built = build(cuda_twin_meta(meta), source, workdir, H100)
+    except (RuntimeError, OSError) as e:  # the glue needs CUDA's headers: the kernel's object is built before it
+        if not (workdir / "kernel.o").exists():
+            raise
+        built = "fused_warps"
+    assert built == "fused_warps" and len(calls) == 1 and any("conceptual_stmt" in c for c in calls[0]), calls

@@ -192,6 +192,11 @@ def check_lowered(pipeline: Any, arguments: list, target: Any) -> None:
     with tempfile.TemporaryDirectory(prefix="hx_warps_") as tmp:
         path = Path(tmp) / "kernel.stmt"
         pipeline.compile_to({hl.OutputFileType.conceptual_stmt: str(path)}, arguments, "warp_check", target)
-        bad = branch_shuffles(path.read_text(errors="replace"))
+        refuse_branch_shuffles(path.read_text(errors="replace"))
+
+
+def refuse_branch_shuffles(stmt: str) -> None:
+    """NotApplicable when the lowered ``stmt`` keeps a shuffle in a branch only some lanes run."""
+    bad = branch_shuffles(stmt)
     if bad:
         raise NotApplicable(f"warp rows: {len(bad)} shuffles in a branch only some lanes run: {bad[0][:200]}")
