@@ -60,3 +60,14 @@ def test_kernel_table_keeps_kernels_without_node_group() -> None:
                                  ([], {"hx:abc": [7.0, 3, "pointwise"]}))
     assert table["summary"]["unmatched_triton_us"] == 10.0 and table["summary"]["unmatched_ours_us"] == 7.0
     assert {u["kernel"] for u in table["unpaired"]} == {"triton_for_fused_0", "hx:abc"}
+
+
+def test_kernel_table_ratio_per_launch() -> None:
+    """A node group launched more often on one side shows its ratio per launch beside the counts."""
+    sys.path.insert(0, str(BENCH.parent))
+    import kernel_table
+
+    row = {"launches": 2, "base_launches": 1, "ours_us": 80.0, "triton_us": 38.0}
+    assert kernel_table.launches_cell(row) == "2 / 1 (1.05× per launch)"
+    assert kernel_table.launches_cell({**row, "launches": 1}) == "1 / 1"
+    assert kernel_table.launches_cell({**row, "base_launches": None}) == "2 / ?"
