@@ -313,10 +313,6 @@ class _CompileTo:
         p.compile_to({**self.outputs, **(also or {})}, args, FN_NAME, target)
 
 
-def _compile_to(outputs: dict[Any, str]) -> _CompileTo:
-    return _CompileTo(outputs)
-
-
 def _check_warps(pipeline: Any, arguments: list[Any], target: Any, compile_fn: Any) -> Any:
     """The warp form compiled by ``compile_fn`` and refused when a shuffle stayed in a branch (``branch_shuffles``):
     a build's compile step writes the conceptual Stmt in the same lowering; another ``compile_fn`` (a test's, a
@@ -345,7 +341,7 @@ def build(meta: KernelMeta, source: str, workdir: Path, caps: Optional[DeviceCap
     marked = meta.target == "cuda" and any(f"hx.{name}(" in source for name in hx.MARKING)
     if os.environ.get("HALIDE_XPU_DUMP_STMT") or marked:
         outputs[hl.OutputFileType.stmt] = str(workdir / "kernel.stmt")
-    compile_only = _compile_to(outputs)
+    compile_only = _CompileTo(outputs)
 
     def compile_fn(p: Any, args: list[Any], target: Any, also: Optional[dict[Any, str]] = None) -> None:
         compile_only(p, args, target, also)

@@ -454,7 +454,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "lowering GPUs take, which Inductor turns off for CPU devices)")
 
 
-
 def run(args: argparse.Namespace, command: Optional[str] = None, env: Optional[dict[str, str]] = None) -> dict:
     """Run the suite as the command line asks; returns the JSON document written to ``<out>/<target>.json``."""
     dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()] if args.dtypes else None

@@ -63,6 +63,7 @@ def inductor_config(pairs: list[str]) -> dict[str, Any]:
             raise ValueError(f"--inductor-config {pair!r}: {text!r} is not a Python literal") from None
     return found
 
+
 def configure(target: str) -> str:
     """Point Inductor at ``target``; returns the device type its tensors live on."""
     import torch
