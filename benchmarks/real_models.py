@@ -56,6 +56,11 @@ def _hf(kind: str, small: bool, shape: Optional[tuple[int, ...]] = None
                                  num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=4,
                                  vocab_size=32000, max_position_embeddings=1024)
             model, vocab = tf.LlamaForCausalLM(cfg), cfg.vocab_size
+        elif kind == "t5":  # encoder-decoder: relative position bias, RMS norms, gated GELU, tied LM head
+            cfg = tf.T5Config(num_layers=2, num_decoder_layers=2, num_heads=8, dropout_rate=0.0, vocab_size=32128,
+                              feed_forward_proj="gated-gelu", d_model=128 if small else 512,
+                              d_kv=16 if small else 64, d_ff=512 if small else 1024)
+            model, vocab = tf.T5ForConditionalGeneration(cfg), cfg.vocab_size
         else:
             cfg = tf.BertConfig(num_hidden_layers=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
                                 **({"hidden_size": 128, "num_attention_heads": 4,
@@ -95,7 +100,7 @@ def _timm(name: str, small: bool, shape: Optional[tuple[int, ...]] = None
 def models(small: bool, shape: Optional[tuple[int, ...]] = None) -> dict[str, Callable]:
     """Builders by name; ``shape``: (batch, sequence) for the transformers models, (batch,) for the timm ones."""
     return {"gpt2": _hf("gpt2", small, shape), "llama": _hf("llama", small, shape), "bert": _hf("bert", small, shape),
-            "resnet18": _timm("resnet18", small, shape), "vit_tiny": _timm("vit_tiny_patch16_224", small, shape)}
+            "t5": _hf("t5", small, shape), "resnet18": _timm("resnet18", small, shape), "vit_tiny": _timm("vit_tiny_patch16_224", small, shape)}
 
 
 def _rel(a: torch.Tensor, b: torch.Tensor, floor: float = 1e-12) -> float:
@@ -371,7 +376,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--target", default=None, help="cpu_target for --device cpu (host, opencl, sycl)")
-    p.add_argument("--models", default="gpt2,llama,bert,resnet18,vit_tiny")
+    p.add_argument("--models", default="gpt2,llama,bert,t5,resnet18,vit_tiny")
     p.add_argument("--dtypes", default="float32,bfloat16")
     p.add_argument("--modes", default="infer,train")
     p.add_argument("--small", action="store_true", help="small configs and batches (CPU)")

@@ -242,13 +242,16 @@ def compile_scheduled(
     candidates = [("autoschedule", None)] if auto else schedule.variants(meta, caps)
     errors = []
     for name, variant in candidates:
+        vsource = source if auto else schedule.variant_source(name, meta, source)
+        if vsource is None:
+            continue
         ns: dict[str, Any] = {}
-        exec(code, ns)
+        exec(code if vsource is source else compile(vsource, "<halide_xpu kernel>", "exec"), ns)
         with hx.building_for(meta.target if marked else "plain"):
             funcs = ns["algorithm"]()
         pipeline = hl.Pipeline([funcs[o] for o in meta.outputs])
         try:
-            lines = _autoschedule(pipeline, funcs, meta, target) if auto else schedule.apply(variant, meta, funcs, caps, source)
+            lines = _autoschedule(pipeline, funcs, meta, target) if auto else schedule.apply(variant, meta, funcs, caps, vsource)
             arguments = [hl.Argument(funcs.get(a.name + STORAGE_SUFFIX, funcs[a.name])) for a in meta.args if a.kind != "out"]
             if name == "fused_warps":  # see gpu_warps.branch_shuffles
                 result = _check_warps(pipeline, arguments, target, compile_fn)

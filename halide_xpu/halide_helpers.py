@@ -109,6 +109,15 @@ def index_checked(value: hl.Expr, ok: hl.Expr) -> hl.Expr:
     return hl.select(mark == hl.f32(0), value, hl.cast(value.type(), 0))
 
 
+def row_index(var: hl.Expr) -> hl.Expr:
+    """``var`` through a Func that returns its argument (inlined away when lowered). An update storing at it keeps
+    that RVar impure, as a scatter's row RVars are, so the two updates' loops may be fused (``compute_with`` needs
+    matching kinds; ``schedule.gpu_scatter``)."""
+    f, v = hl.Func("hx_row_index"), hl.Var("v")
+    f[v] = v
+    return f[var]
+
+
 def bf16_input(param: hl.ImageParam) -> hl.Func:
     """A Float(32) view of a uint16 ImageParam holding bfloat16 bits."""
     f = hl.Func(f"{param.name()}_f32")

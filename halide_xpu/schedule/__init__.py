@@ -8,7 +8,7 @@ from typing import Any, Callable, Optional
 from .. import config
 from ..meta import STORAGE_SUFFIX, KernelMeta, LoopVar, ScheduleSpec
 from ..target.targets import DeviceCaps
-from . import gpu_warps, pointwise, reduction, scan
+from . import gpu_scatter, gpu_warps, pointwise, reduction, scan
 from .updates import schedule_error_word  # noqa: F401  (compiler.py: the check pipeline)
 import halide as hl
 
@@ -96,6 +96,8 @@ def variants(meta: KernelMeta, caps: DeviceCaps) -> list[tuple[str, Variant]]:
         found = reduction.variants(caps.gpu)
         if caps.gpu and gpu_warps.applicable(meta):  # CUDA, asked for by the schedule (a tuned record, an override)
             found.insert(0, ("fused_warps", gpu_warps.gpu_fused_warps))
+        if caps.gpu:  # rows stored and scattered by one kernel; its source rewritten (``variant_source``)
+            found.insert(0, ("fused_scatter", gpu_scatter.fused_scatter))
     elif meta.schedule.family == "scan":
         found = [("scan_rows", scan.scan_rows)]
         if caps.gpu:  # the empty "Error:" of vectorized GPU math, as for pointwise kernels
@@ -107,6 +109,16 @@ def variants(meta: KernelMeta, caps: DeviceCaps) -> list[tuple[str, Variant]]:
         if caps.gpu:  # Halide fails to vectorize some math for GPUs (empty "Error:"): scalar work-items next
             found.append(("pointwise_scalar", lambda rec, plan, spec: _pointwise_all(rec, plan, spec.with_params(vector=1))))
     return [*found, ("gpu_safe", _gpu_safe) if caps.gpu else ("none", _none)]
+
+
+_SOURCE_REWRITES = {"fused_scatter": gpu_scatter.rewrite}
+
+
+def variant_source(name: str, meta: KernelMeta, source: str) -> Optional[str]:
+    """The kernel source that variant ``name`` schedules: ``source``, or rewritten for that variant; None where the
+    variant does not apply to the kernel."""
+    rewrite = _SOURCE_REWRITES.get(name)
+    return rewrite(meta, source) if rewrite else source
 
 
 def _param(plan: Plan, name: str) -> Any:

@@ -39,6 +39,8 @@ def _fmt(x: Any) -> str:
         return f"hl.TailStrategy.{x.name}"
     if isinstance(x, hl.Func):
         return x.name()
+    if isinstance(x, hl.Stage):
+        return x.name()
     if isinstance(x, (list, tuple)):
         return "[" + ", ".join(_fmt(v) for v in x) + "]"
     return repr(x)

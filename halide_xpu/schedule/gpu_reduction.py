@@ -36,9 +36,9 @@ def gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     # rows whose output also spans the row (softmax, norms) prefer wider work-groups (H100 sweep: 256 vs 128
     # gave layer_norm 1.90x vs 2.91x Triton), wider still when every pass reads rows staged from the inputs
     # (norms: 512); per-row results (sums, var_mean) take ``wg``
-    staged = _resident_rows(plan, spec, max(spec.get(k, 0) for k in ("wg", "wg_row", "wg_row_staged")))
+    staged = resident_rows(plan, spec, max(spec.get(k, 0) for k in ("wg", "wg_row", "wg_row_staged")))
     inputs_only = bool(staged) and not any(plan.reads_reduction(f.name()) for f in staged)
-    row_vec = _row_vector(plan, spec, ext)
+    row_vec = row_vector(plan, spec, ext)
     wg = spec.get("wg", 256)
     if in_row:
         wg = spec.get("wg_row_staged", 512) if inputs_only else spec.get("wg_row", 256)
@@ -61,7 +61,7 @@ def gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     if grid and any((plan.var_extent(o, v) or 0) > GRID_YZ_MAX for v in rows[1:]):
         raise NotApplicable(f"a row dim beyond {GRID_YZ_MAX} on grid y or z")
     row = _row_loops(rec, o, rows, in_row, wg, row_vec if in_row else 1, grid=grid)
-    _stage_rows(rec, plan, o, row, wg, row_vec, staged)
+    stage_rows(rec, plan, o, row, wg, row_vec, staged)
     for twin in twins:  # same-shaped outputs (var_mean's mean and var, a residual sum beside its norm): the
         # primary's loops, named as its (compute_with matches loops by name)
         twin_row = _row_loops(rec, twin, [v for v in twin.args() if not plan.is_reduction_var(v)],
@@ -71,23 +71,30 @@ def gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     for r in per_row:  # its row dims: one, or o's grid
         rec(r, r.name(), "gpu_blocks", *r.args())
         rec(r, r.name(), "compute_with", o, row)
+    reduce_in_rows(rec, plan, (o, row), wg, ext, row_vec, bool(in_row), spec)
+    _schedule_others(rec, plan, o, spec, skip=twins + per_row)
+
+
+def reduce_in_rows(rec: Recorder, plan: Plan, at: tuple[hl.Func, hl.Var], wg: int, ext: Optional[int], row_vec: int,
+                   spans_row: bool, spec: ScheduleSpec) -> None:
+    """Every reduction computed per row at ``at`` by the ``wg`` work-items of its work-group: register partials
+    striding over the row, then an in-group tree. ``spans_row``: the output spans the row (softmax, norms)."""
     for f in plan.reductions():
-        rec(f, f.name(), "compute_at", o, row)
+        rec(f, f.name(), "compute_at", *at)
         if not f.has_update_definition() or wg < 2:
             continue
         lanes = row_vec if spec.get("vector_partials", 0) and inner_reduction(plan) else 1
         # H100 sweep 7: 2 register partials per work-item took argmax 1.23x -> 1.02x Triton and var_mean 1.33x ->
         # 1.11x, but fp16 softmax 1.26x -> 1.42x: on for per-row results, off for rows the output spans
-        unroll = 1 if lanes > 1 else spec.get("unroll_span", 0) if in_row else spec.get("unroll_row", 2)
+        unroll = 1 if lanes > 1 else spec.get("unroll_span", 0) if spans_row else spec.get("unroll_row", 2)
         steps = -(-ext // (wg * lanes)) if ext is not None else 0
         part, ro, u, rl = rfactor_across(rec, f, wg, lanes)
         serial = register_accumulators(rec, part, ro, u, unroll if steps >= unroll > 1 and steps % unroll == 0 else 1,
                                         (rl, lanes) if lanes > 1 else None)
-        place_on_threads(rec, part, serial, u, (o, row))
+        place_on_threads(rec, part, serial, u, at)
         fold = rfactor_fold(rec, f, wg, spec.get("fold", 16))
         if fold is not None:
-            place_on_threads(rec, fold[0], [fold[1]], fold[2], (o, row))
-    _schedule_others(rec, plan, o, spec, skip=twins + per_row)
+            place_on_threads(rec, fold[0], [fold[1]], fold[2], at)
 
 
 def _row_loops(rec: Recorder, o: hl.Func, rows: list[hl.Var], in_row: list[hl.Var], wg: int, vec: int = 1,
@@ -100,20 +107,21 @@ def _row_loops(rec: Recorder, o: hl.Func, rows: list[hl.Var], in_row: list[hl.Va
     blocks = list(rows) if grid else [fuse_all(rec, o, rows, label, f"{prefix}_row") if len(rows) > 1 else rows[0]]
     if in_row:
         x = fuse_all(rec, o, in_row, label, f"{prefix}_col") if len(in_row) > 1 else in_row[0]
-        _row_threads(rec, o, label, x, blocks, wg, vec, prefix)
+        row_threads(rec, o, label, x, blocks, wg, vec, prefix)
     rec(o, label, "gpu_blocks", *blocks)
     return blocks[0]
 
 
-def _row_threads(rec: Recorder, f: hl.Func, label: str, x: hl.Var, outer: list[hl.Var], wg: int, vec: int,
+def row_threads(rec: Recorder, f: hl.Func, label: str, x: hl.Var, outer: list[hl.Var], wg: int, vec: int,
                  prefix: Optional[str] = None) -> hl.Var:
     """Split ``x`` into ``vec``-wide vectors dealt round-robin to ``wg`` work-items; returns the serial step Var.
     New loops are named ``<prefix>_...`` (default ``label``). Unrolled lanes (``rec.unroll_lanes``) are ``wg``
     elements apart instead (coalesced scalar loads and stores, see ``pointwise._gpu_strided``)."""
     prefix = prefix or label
+    kind = hl.RVar if isinstance(x, hl.RVar) else hl.Var  # an update's loops split into RVars
     lanes = None
     if vec > 1 and rec.unroll_lanes:
-        xs, xo, xi, lanes = (hl.Var(f"{prefix}_{n}") for n in ("s", "step", "wi", "lanes"))
+        xs, xo, xi, lanes = (kind(f"{prefix}_{n}") for n in ("s", "step", "wi", "lanes"))
         rec(f, label, "split", x, xs, xi, wg, GUARD)
         rec(f, label, "split", xs, xo, lanes, vec, GUARD)
         rec(f, label, "reorder", lanes, xo, xi, *outer)
@@ -121,10 +129,10 @@ def _row_threads(rec: Recorder, f: hl.Func, label: str, x: hl.Var, outer: list[h
         rec(f, label, "unroll", lanes)
         return xo
     if vec > 1:
-        xv, lanes = hl.Var(f"{prefix}_v"), hl.Var(f"{prefix}_lanes")
+        xv, lanes = kind(f"{prefix}_v"), kind(f"{prefix}_lanes")
         rec(f, label, "split", x, xv, lanes, vec, GUARD)
         x = xv
-    xo, xi = hl.Var(f"{prefix}_step"), hl.Var(f"{prefix}_wi")
+    xo, xi = kind(f"{prefix}_step"), kind(f"{prefix}_wi")
     rec(f, label, "split", x, xo, xi, wg, GUARD)
     rec(f, label, "reorder", *([lanes] if lanes is not None else []), xo, xi, *outer)
     rec(f, label, "gpu_threads", xi)
@@ -133,7 +141,7 @@ def _row_threads(rec: Recorder, f: hl.Func, label: str, x: hl.Var, outer: list[h
     return xo
 
 
-def _row_vector(plan: Plan, spec: ScheduleSpec, ext: Optional[int]) -> int:
+def row_vector(plan: Plan, spec: ScheduleSpec, ext: Optional[int]) -> int:
     """Lanes per work-item along a row: ``vector``, halved until the row splits into whole vectors."""
     vec = spec.get("vector", 4) if plan.gpu_vectors and ext is not None else 1
     while vec > 1 and ext % vec:
@@ -141,7 +149,7 @@ def _row_vector(plan: Plan, spec: ScheduleSpec, ext: Optional[int]) -> int:
     return vec
 
 
-def _resident_rows(plan: Plan, spec: ScheduleSpec, wg: int) -> list[hl.Func]:
+def resident_rows(plan: Plan, spec: ScheduleSpec, wg: int) -> list[hl.Func]:
     """``Plan.row_resident`` within the device's local memory, less the partials of ``wg`` work-items."""
     if not spec.get("stage", 1) or not plan.caps.local_mem:
         return []
@@ -155,14 +163,14 @@ def _row_bytes(plan: Plan, f: hl.Func) -> Optional[int]:
     return ext * f.type().bytes() if ext is not None else None
 
 
-def _stage_rows(rec: Recorder, plan: Plan, o: hl.Func, row: hl.Var, wg: int, vec: int, staged: list[hl.Func]) -> None:
+def stage_rows(rec: Recorder, plan: Plan, o: hl.Func, row: hl.Var, wg: int, vec: int, staged: list[hl.Func]) -> None:
     """Row-resident Funcs computed once per work-group into local memory, vectorized, so the passes over a row
     (max, sum, output) read local memory instead of global memory or recomputing."""
     for f in staged:
         name, args = f.name(), list(f.args())
         x = next(v for v in args if plan.is_reduction_var(v))
         rec(f, name, "compute_at", o, row)
-        step = _row_threads(rec, f, name, x, [v for v in args if v.name() != x.name()], wg, vec)
+        step = row_threads(rec, f, name, x, [v for v in args if v.name() != x.name()], wg, vec)
         steps = -(-(plan.var_extent(f, x) or 0) // (wg * vec))
         if steps <= 8:  # all of a work-item's loads in flight at once
             rec(f, name, "unroll", step)

@@ -25,27 +25,17 @@ def schedule_updates(rec: Recorder, plan: Plan, out: hl.Func, label: str, spec: 
     for i in range(out.num_update_definitions()):
         stage, lbl = out.update(i), f"{label}.update({i})"
         domain = list(out.rvars(i))
-        rvars = domain
-        names = {_expr_text(a) for a in out.update_args(i)}
-        direct = [r for r in rvars if r.name() in names]
-        accumulates = bool(re.search(rf"\b{re.escape(out.name())}\(", _expr_text(out.update_value(i))))
-        ordered = plan.is_named(out, plan.meta.ordered_stores) or (accumulates and out.type().bits() < 32)
-        serial = not spec.get("parallel_updates", 1) or not rvars or bool(names & {v.name() for v in out.args()})
-        if ordered and not direct and not serial:
-            rec.note(f"{lbl}: no RVar indexes the output directly: serial")
-            serial = True
-        if serial:  # one GPU work-item; on the host Halide's serial loop, said explicitly
+        mode, rvars = update_mode(rec, plan, out, i, spec)
+        if mode == "serial":  # one GPU work-item; on the host Halide's serial loop, said explicitly
             rec(stage, lbl, "gpu_single_thread" if plan.caps.gpu else "unscheduled")
             continue
-        if ordered:
-            inner = [r for r in rvars if r.name() not in names]  # (RVar == RVar is an Expr, not a bool)
-            rec(stage, lbl, "reorder", *inner, *direct)  # serial loops innermost, in their order
+        if mode == "ordered":
+            names = {_expr_text(a) for a in out.update_args(i)}
+            inner = [r for r in domain if r.name() not in names]  # (RVar == RVar is an Expr, not a bool)
+            rec(stage, lbl, "reorder", *inner, *rvars)  # serial loops innermost, in their order
             rec(stage, lbl, "allow_race_conditions")  # distinct direct coordinates: distinct elements
-            rvars = direct
-        elif accumulates:
-            rec(stage, lbl, "atomic", True)  # a read-modify-write of one element: no associativity proof needed
         else:
-            rec(stage, lbl, "allow_race_conditions")
+            race_or_atomic(rec, stage, lbl, mode)
         extents = dict(zip([r.name() for r in domain], _dom_extents(plan, len(domain))))
         n = total([extents.get(r.name()) for r in rvars])
         fused = fuse_all(rec, stage, rvars, lbl, f"{label}_u{i}")
@@ -57,6 +47,31 @@ def schedule_updates(rec: Recorder, plan: Plan, out: hl.Func, label: str, spec: 
             per_task = HOST_MIN_TASK if n is None else max(HOST_MIN_TASK, -(-n // (4 * plan.caps.parallelism)))
             rec(stage, lbl, "split", fused, outer, inner_, per_task, GUARD)
             rec(stage, lbl, "parallel", outer)
+
+
+def update_mode(rec: Recorder, plan: Plan, out: hl.Func, i: int, spec: ScheduleSpec) -> tuple[str, list[Any]]:
+    """How update ``i`` of ``out`` runs (see ``schedule_updates``): ``atomic``, ``race``, ``ordered`` or ``serial``,
+    and the RVars that run in parallel (``ordered``: those indexing the output directly)."""
+    rvars = list(out.rvars(i))
+    names = {_expr_text(a) for a in out.update_args(i)}
+    direct = [r for r in rvars if r.name() in names]
+    accumulates = bool(re.search(rf"\b{re.escape(out.name())}\(", _expr_text(out.update_value(i))))
+    ordered = plan.is_named(out, plan.meta.ordered_stores) or (accumulates and out.type().bits() < 32)
+    if not spec.get("parallel_updates", 1) or not rvars or bool(names & {v.name() for v in out.args()}):
+        return "serial", []
+    if ordered and not direct:
+        rec.note(f"{out.name()}.update({i}): no RVar indexes the output directly: serial")
+        return "serial", []
+    if ordered:
+        return "ordered", direct
+    return ("atomic" if accumulates else "race"), rvars
+
+
+def race_or_atomic(rec: Recorder, stage: Any, lbl: str, mode: str) -> None:
+    if mode == "atomic":
+        rec(stage, lbl, "atomic", True)  # a read-modify-write of one element: no associativity proof needed
+    else:
+        rec(stage, lbl, "allow_race_conditions")
 
 
 def _expr_text(e: Any) -> str:
