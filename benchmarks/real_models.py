@@ -41,6 +41,19 @@ from bench_cpu import bound_inductor, commit as _commit  # noqa: E402
 TOLERANCE = {torch.float32: 2e-3, torch.bfloat16: 5e-2}
 
 
+class _Seq2Seq(torch.nn.Module):
+    """An encoder-decoder called as the others are: ``model(ids)`` (inference: the ids also feed the decoder) or
+    ``model(input_ids=, labels=)`` (training: the decoder reads the labels shifted right)."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+        self.config = model.config
+
+    def forward(self, input_ids: torch.Tensor, labels: Optional[torch.Tensor] = None) -> Any:
+        return self.model(input_ids=input_ids, labels=labels, decoder_input_ids=None if labels is not None else input_ids)
+
+
 def _hf(kind: str, small: bool, shape: Optional[tuple[int, ...]] = None
         ) -> Callable[[], tuple[torch.nn.Module, Callable[[], tuple], Callable]]:
     def build() -> tuple[torch.nn.Module, Callable[[], tuple], Callable]:
@@ -59,8 +72,9 @@ def _hf(kind: str, small: bool, shape: Optional[tuple[int, ...]] = None
         elif kind == "t5":  # encoder-decoder: relative position bias, RMS norms, gated GELU, tied LM head
             cfg = tf.T5Config(num_layers=2, num_decoder_layers=2, num_heads=8, dropout_rate=0.0, vocab_size=32128,
                               feed_forward_proj="gated-gelu", d_model=128 if small else 512,
-                              d_kv=16 if small else 64, d_ff=512 if small else 1024)
-            model, vocab = tf.T5ForConditionalGeneration(cfg), cfg.vocab_size
+                              d_kv=16 if small else 64, d_ff=512 if small else 1024, decoder_start_token_id=0,
+                              pad_token_id=0)
+            model, vocab = _Seq2Seq(tf.T5ForConditionalGeneration(cfg)), cfg.vocab_size
         else:
             cfg = tf.BertConfig(num_hidden_layers=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
                                 **({"hidden_size": 128, "num_attention_heads": 4,

@@ -46,6 +46,9 @@ GLUE_PRELUDE = """\
 #include <cstring>
 #include "HalideRuntime.h"
 #include "kernel.h"
+// errors.cpp (the process's Halide runtime): errors reported on this thread so far. A kernel built without asserts
+// (gather indices: kernel.halide_target) ignores what its device calls return, so the glue compares the count
+extern "C" __attribute__((weak)) uint64_t hx_error_count();
 namespace c10 {
 inline int64_t div_floor_integer(int64_t a, int64_t b) {
   if ((a < 0) != (b < 0)) { const auto q = a / b; const auto r = a % b; return r ? q - 1 : q; }
@@ -165,6 +168,7 @@ def glue_source(meta: KernelMeta) -> str:
     # hx_launch_n runs the pipeline n times on the same buffers (benchmarks: device-resident after the first)
     lines = [prelude, f'extern "C" int hx_launch_n({", ".join(params + ["int32_t hx_n"])}) {{', *body]
     lines.append("  int err = 0;")
+    lines.append("  const uint64_t hx_errors = hx_error_count ? hx_error_count() : 0;")
     if meta.error_word:
         lines += _check_glue(check_call, "stream" if meta.glue_takes_stream else "nullptr")
     lines.append(f"  for (int32_t i = 0; i < hx_n && !err; i++) err = {FN_NAME}({', '.join(call)});")
@@ -179,6 +183,7 @@ def glue_source(meta: KernelMeta) -> str:
         for i, a in enumerate(meta.args):
             if a.is_buffer:
                 lines.append(f"  if ({held(a)}b{i}.device) halide_device_free({uc}, &b{i});")
+    lines.append("  if (!err && hx_error_count && hx_error_count() != hx_errors) err = halide_error_code_device_run_failed;")
     lines += ["  return err;", "}", "",
               f'extern "C" int hx_launch({", ".join(params)}) {{ return hx_launch_n({", ".join(names + ["1"])}); }}', ""]
     return "\n".join(lines)
@@ -420,7 +425,7 @@ def code_version() -> str:
     """Digest of the code that shapes a built kernel (schedules, glue, the helpers kernels call, native runtime): part
     of every cache key."""
     root = Path(__file__).parent
-    files = sorted([*root.glob("schedule/*.py"), root / "compiler.py", root / "halide_helpers.py",
+    files = sorted([*root.glob("schedule/*.py"), root / "compiler.py", root / "halide_helpers.py", root / "pairs.py",
                     *root.glob("special_*.py"), root / "ieee_math.py", root / "meta.py",
                     *root.glob("target/*.py"), *root.glob("native/*.cpp")])
     return cache.cache_key(*(f.read_text() for f in files))

@@ -46,7 +46,7 @@ def _build_runtime(target: str) -> Path:
         hl.compile_standalone_runtime(str(work / "runtime.o"), hl.Target(target))
         return [str(work / "runtime.o")]
 
-    names = [*USM_SOURCES, *(["cuda_hooks.cpp"] if "cuda" in target.split("-") else [])]
+    names = ["errors.cpp", *USM_SOURCES, *(["cuda_hooks.cpp"] if "cuda" in target.split("-") else [])]
     return native_sources.build_shared(f"runtime-{target}", names, [f"-I{native_sources.halide_include_dir()}",
                                        "-ldl", "-lpthread"], extra_inputs=standalone_runtime,
                                        library="libhalide_xpu_runtime.so")
@@ -63,7 +63,7 @@ def halide_runtime() -> ctypes.CDLL:
                 opencl_devices.select_device()  # exports HL_OCL_* for the runtime's device choice
             _runtime_path = _build_runtime(target)
             lib = ctypes.CDLL(str(_runtime_path), mode=ctypes.RTLD_GLOBAL)
-            lib.halide_set_error_handler(_error_callback)
+            lib.hx_set_error_handler(_error_callback)  # errors.cpp: counted per thread for the kernels' glue
             lib.halide_reuse_device_allocations(None, ctypes.c_bool(True))
             atexit.register(_release_devices, lib)
             _runtime = lib

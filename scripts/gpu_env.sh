@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Source this at the start of a GPU-machine run: unpacks the carried halide wheel (.whl/halide312.tar.xz, from
-# ../shared/tools/pack-halide-for-device.sh) and, when carried, the model packages (.whl6/hf.tar.xz, .whl3/hf.tar.xz or
-# .whl2/hf.tar.xz) and puts them and the project on PYTHONPATH.
+# ../shared/tools/pack-halide-for-device.sh) and, when carried, the model packages (.whl7/hf.tar.xz: .whl6 plus
+# transformers/models/t5; .whl6/hf.tar.xz, .whl3/hf.tar.xz or .whl2/hf.tar.xz) and puts them and the project on
+# PYTHONPATH.
 set -e
 mkdir -p /tmp/site /tmp/site2
 [ -f /tmp/site/halide/__init__.py ] || tar xJf .whl/halide312.tar.xz -C /tmp/site
-for hf in .whl6/hf.tar.xz .whl5/hf.tar.xz .whl4/hf.tar.xz .whl3/hf.tar.xz .whl2/hf.tar.xz; do
+for hf in .whl7/hf.tar.xz .whl6/hf.tar.xz .whl5/hf.tar.xz .whl4/hf.tar.xz .whl3/hf.tar.xz .whl2/hf.tar.xz; do
   if [ -f "$hf" ] && [ ! -d /tmp/site2/transformers ]; then tar xJf "$hf" -C /tmp/site2; fi
 done
 export PYTHONPATH=/tmp/site:$PWD:/tmp/site2 PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1

@@ -14,7 +14,7 @@ from typing import Optional
 import halide as hl
 
 from ..meta import KernelMeta, ScheduleSpec
-from .common import NotApplicable, Plan, Recorder, fuse_all, pow2_floor, reduction_extent
+from .common import GRID_YZ_MAX, NotApplicable, Plan, Recorder, pow2_floor, reduction_extent
 from .gpu_reduction import reduce_in_rows, resident_rows, row_threads, row_vector, stage_rows
 from .updates import race_or_atomic, update_mode
 
@@ -29,7 +29,8 @@ def _plain_line(name: str, loop: list[str]) -> re.Pattern:
 def rewrite(meta: KernelMeta, source: str) -> Optional[str]:
     """``source`` with its plain outputs stored by updates over ``idom`` (see the module's docstring), or None
     where the kernel does not qualify: a reduction over one loop Var whose outputs are each either stored once over
-    all loop Vars in order, or stored by one update over ``idom`` (the scatter), at least one of each."""
+    all loop Vars in order, or stored by one update over ``idom`` (a scatter; at least one: Llama's embedding
+    gradient scatters its RMSNorm backward's rows and stores nothing else)."""
     loop = [v.name for v in meta.loop_vars]
     if meta.schedule.family != "reduction" or sum(v.reduction for v in meta.loop_vars) != 1 or len(loop) > 4:
         return None
@@ -45,7 +46,7 @@ def rewrite(meta: KernelMeta, source: str) -> Optional[str]:
             scatters.append(name)
         else:
             return None
-    if not plain or not scatters:
+    if not scatters:
         return None
     rows = {v.name for v in meta.loop_vars if not v.reduction}
     index = ", ".join(f"{_ROW_INDEX}hi{v[1:]})" if v in rows else f"hi{v[1:]}" for v in loop)
@@ -64,10 +65,10 @@ def fused_scatter(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     are computed there once, for all of them."""
     loop = plan.meta.loop_vars
     outs = plan.outputs()
+    if any(o.num_update_definitions() != 1 or len(o.rvars(0)) != len(loop) for o in outs):
+        raise NotApplicable("an output not stored by one update over the kernel's domain (gpu_scatter.rewrite)")
     plain = [o for o in outs if _stores_at_row_index(o)]
-    if not plain or any(o.num_update_definitions() != 1 for o in outs):
-        raise NotApplicable("not a kernel rewritten by gpu_scatter.rewrite")
-    o = plain[0]
+    o = (plain or outs)[0]
     ext = reduction_extent(plan, o)
     staged = resident_rows(plan, spec, max(spec.get(k, 0) for k in ("wg", "wg_row", "wg_row_staged")))
     inputs_only = bool(staged) and not any(plan.reads_reduction(f.name()) for f in staged)
@@ -85,14 +86,18 @@ def fused_scatter(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         dom = list(f.rvars(0))
         rows = [r for r, v in zip(dom, loop) if not v.reduction]
         x = next(r for r, v in zip(dom, loop) if v.reduction)
-        # the same RDom's RVars in every update, fused under one name: the loops compute_with matches by name
-        frow = fuse_all(rec, stage, rows, lbl, "hx_rows") if len(rows) > 1 else rows[0]
-        row_threads(rec, stage, lbl, x, [frow], wg, row_vec if any(f is p for p in plain) else 1, f"{f.name()}_x")
-        rec(stage, lbl, "gpu_blocks", frow)
+        # the same RDom's RVars in every update: the loops compute_with matches by name. Row dims stay a grid: over
+        # a fused row RVar Halide bounded the row's staged values over every row of the inner dim (GPT-2's: 1.6 MB
+        # of shared memory per work-group, CUDA_ERROR_INVALID_VALUE at launch)
+        extents = [v.static_extent for v in loop if not v.reduction]
+        if len(rows) > 3 or any((e or GRID_YZ_MAX + 1) > GRID_YZ_MAX for e in extents[1:]):
+            raise NotApplicable("scattered rows: more than 3 row dims, or one beyond a grid's y or z")
+        row_threads(rec, stage, lbl, x, rows, wg, row_vec if any(f is p for p in plain) else 1, f"{f.name()}_x")
+        rec(stage, lbl, "gpu_blocks", *rows)
         if row is None:
-            row = frow
+            row = rows[0]
         else:
-            rec(stage, lbl, "compute_with", o.update(0), frow)
+            rec(stage, lbl, "compute_with", o.update(0), rows[0])
     stage_rows(rec, plan, o, row, wg, row_vec, staged)
     reduce_in_rows(rec, plan, (o, row), wg, ext, row_vec, True, spec)
 
