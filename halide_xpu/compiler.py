@@ -267,6 +267,11 @@ def compile_scheduled(
         except (hl.HalideError, schedule.UnscheduledUpdate, schedule.NotApplicable) as e:
             errors.append(f"{name}: {e}")
             log.debug("schedule %s rejected by Halide: %s", name, e)
+        except Exception as e:  # a bug in the variant's code: the next variant builds the kernel, said loudly
+            errors.append(f"{name}: {type(e).__name__}: {e}")
+            stats.counters["schedule_errors"] += 1
+            log.warning("halide_xpu: schedule variant %r raised %s: %s; trying the next", name, type(e).__name__, e,
+                        exc_info=log.isEnabledFor(logging.DEBUG))
     else:
         raise RuntimeError("halide_xpu: every schedule failed to compile:\n" + "\n".join(errors))
     if errors:

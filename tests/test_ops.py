@@ -173,6 +173,9 @@ ROWS = torch.randint(0, 50, (300,))
 INDIRECT_STORES = {  # case: (function, inputs, how GPU-style targets schedule the store's update)
     "embedding_backward": (lambda g, t: torch.ops.aten.embedding_dense_backward(g, t, 50, -1, False),
                            (EMB_GRAD, TOKENS), "atomic(True)"),
+    # T5's relative position bias gradient: a sum over the batch (a column reduction) scattered into the table
+    "embedding_backward_of_a_sum": (lambda g, t: torch.ops.aten.embedding_dense_backward(g.sum(0), t, 50, -1, False),
+                                    (torch.randn(8, 6, 16), torch.randint(0, 50, (6,))), "atomic(True)"),
     "index_put_accumulate_bf16": (lambda x, i, v: x.index_put((i,), v, accumulate=True),
                                   (torch.randn(50, 16).bfloat16(), ROWS, torch.randn(300, 16).bfloat16()), "reorder("),
     "index_put": (lambda x, i, v: x.index_put((i,), v), (torch.randn(50, 16), torch.randperm(50)[:20], torch.randn(20, 16)),

@@ -19,6 +19,9 @@ def gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     results), an in-group tree in local memory combines them; rows several passes read are staged in local
     memory first. Full and outer reductions branch off to their own forms."""
     o = primary_output(plan)
+    if o.has_update_definition():  # its pure Vars are not the kernel's loops (T5's relative position bias gradient:
+        # a batch sum scattered into the bias table; the column form looked for a loop Var the sum lacks)
+        raise NotApplicable("the widest output is stored by an update (a scatter): staged forms")
     label = o.name()
     args = list(o.args())
     in_row = [v for v in args if plan.is_reduction_var(v)]
