@@ -183,7 +183,8 @@ def glue_source(meta: KernelMeta) -> str:
         for i, a in enumerate(meta.args):
             if a.is_buffer:
                 lines.append(f"  if ({held(a)}b{i}.device) halide_device_free({uc}, &b{i});")
-    lines.append("  if (!err && hx_error_count && hx_error_count() != hx_errors) err = halide_error_code_device_run_failed;")
+    lines.append("  if (!err && hx_error_count && hx_error_count() != hx_errors)")
+    lines.append("    err = halide_error_code_device_run_failed;  // reported, and not returned (built without asserts)")
     lines += ["  return err;", "}", "",
               f'extern "C" int hx_launch({", ".join(params)}) {{ return hx_launch_n({", ".join(names + ["1"])}); }}', ""]
     return "\n".join(lines)
@@ -256,7 +257,8 @@ def compile_scheduled(
             funcs = ns["algorithm"]()
         pipeline = hl.Pipeline([funcs[o] for o in meta.outputs])
         try:
-            lines = _autoschedule(pipeline, funcs, meta, target) if auto else schedule.apply(variant, meta, funcs, caps, vsource)
+            lines = (_autoschedule(pipeline, funcs, meta, target) if auto
+                     else schedule.apply(variant, meta, funcs, caps, vsource))
             arguments = [hl.Argument(funcs.get(a.name + STORAGE_SUFFIX, funcs[a.name])) for a in meta.args if a.kind != "out"]
             if name == "fused_warps":  # see gpu_warps.branch_shuffles
                 result = _check_warps(pipeline, arguments, target, compile_fn)

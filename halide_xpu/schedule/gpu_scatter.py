@@ -14,7 +14,7 @@ from typing import Optional
 import halide as hl
 
 from ..meta import KernelMeta, ScheduleSpec
-from .common import GRID_YZ_MAX, NotApplicable, Plan, Recorder, pow2_floor, reduction_extent
+from .common import GRID_YZ_MAX, NotApplicable, Plan, Recorder, inner_reduction, pow2_floor, reduction_extent
 from .gpu_reduction import reduce_in_rows, resident_rows, row_threads, row_vector, stage_rows
 from .updates import race_or_atomic, update_mode
 
@@ -67,6 +67,13 @@ def fused_scatter(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     outs = plan.outputs()
     if any(o.num_update_definitions() != 1 or len(o.rvars(0)) != len(loop) for o in outs):
         raise NotApplicable("an output not stored by one update over the kernel's domain (gpu_scatter.rewrite)")
+    if not inner_reduction(plan):
+        raise NotApplicable("scattered rows: the reduction is not along the stride-1 dim")
+    # row dims stay a grid: over one fused row RVar Halide bounded a row's staged values over every row of the inner
+    # dim (GPT-2's: 1.6 MB of shared memory per work-group, CUDA_ERROR_INVALID_VALUE at launch)
+    extents = [v.static_extent for v in loop if not v.reduction]
+    if len(extents) > 3 or any((e or GRID_YZ_MAX + 1) > GRID_YZ_MAX for e in extents[1:]):
+        raise NotApplicable("scattered rows: more than 3 row dims, or one beyond a grid's y or z")
     plain = [o for o in outs if _stores_at_row_index(o)]
     o = (plain or outs)[0]
     ext = reduction_extent(plan, o)
@@ -86,12 +93,7 @@ def fused_scatter(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         dom = list(f.rvars(0))
         rows = [r for r, v in zip(dom, loop) if not v.reduction]
         x = next(r for r, v in zip(dom, loop) if v.reduction)
-        # the same RDom's RVars in every update: the loops compute_with matches by name. Row dims stay a grid: over
-        # a fused row RVar Halide bounded the row's staged values over every row of the inner dim (GPT-2's: 1.6 MB
-        # of shared memory per work-group, CUDA_ERROR_INVALID_VALUE at launch)
-        extents = [v.static_extent for v in loop if not v.reduction]
-        if len(rows) > 3 or any((e or GRID_YZ_MAX + 1) > GRID_YZ_MAX for e in extents[1:]):
-            raise NotApplicable("scattered rows: more than 3 row dims, or one beyond a grid's y or z")
+        # the same RDom's RVars in every update: the loops compute_with matches by name
         row_threads(rec, stage, lbl, x, rows, wg, row_vec if any(f is p for p in plain) else 1, f"{f.name()}_x")
         rec(stage, lbl, "gpu_blocks", *rows)
         if row is None:
