@@ -36,17 +36,7 @@ def gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         return
     if few_long_rows(plan, o, rows):
         raise NotApplicable("fewer rows than compute units, each long: split across work-groups (staged)")
-    # rows whose output also spans the row (softmax, norms) prefer wider work-groups (H100 sweep: 256 vs 128
-    # gave layer_norm 1.90x vs 2.91x Triton), wider still when every pass reads rows staged from the inputs
-    # (norms: 512); per-row results (sums, var_mean) take ``wg``
-    staged = resident_rows(plan, spec, max(spec.get(k, 0) for k in ("wg", "wg_row", "wg_row_staged")))
-    inputs_only = bool(staged) and not any(plan.reads_reduction(f.name()) for f in staged)
-    row_vec = row_vector(plan, spec, ext)
-    wg = spec.get("wg", 256)
-    if in_row:
-        wg = spec.get("wg_row_staged", 512) if inputs_only else spec.get("wg_row", 256)
-    if ext is not None:  # no idle work-items: a row of 1024 takes 256 work-items of 4 lanes, not 512
-        wg = max(plan.min_wg, min(wg, pow2_floor(ext // (row_vec if in_row or staged else 1))))
+    staged, row_vec, wg = row_work_group(plan, spec, ext, bool(in_row))
     names = [v.name() for v in o.args()]
     twins = [t for t in plan.outputs() if t is not o and [v.name() for v in t.args()] == names]
     row_names = [v.name() for v in rows]
@@ -76,6 +66,23 @@ def gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         rec(r, r.name(), "compute_with", o, row)
     reduce_in_rows(rec, plan, (o, row), wg, ext, row_vec, bool(in_row), spec)
     _schedule_others(rec, plan, o, spec, skip=twins + per_row)
+
+
+def row_work_group(plan: Plan, spec: ScheduleSpec, ext: Optional[int], spans_row: bool
+                   ) -> tuple[list[hl.Func], int, int]:
+    """(Funcs staged per row, lanes per work-item along the row, work-group size) of a work-group per row. Rows
+    whose output also spans the row (``spans_row``: softmax, norms) prefer wider work-groups (H100 sweep: 256 vs 128
+    gave layer_norm 1.90x vs 2.91x Triton), wider still when every pass reads rows staged from the inputs (norms:
+    512); per-row results (sums, var_mean) take ``wg``."""
+    staged = resident_rows(plan, spec, max(spec.get(k, 0) for k in ("wg", "wg_row", "wg_row_staged")))
+    inputs_only = bool(staged) and not any(plan.reads_reduction(f.name()) for f in staged)
+    row_vec = row_vector(plan, spec, ext)
+    wg = spec.get("wg", 256)
+    if spans_row:
+        wg = spec.get("wg_row_staged", 512) if inputs_only else spec.get("wg_row", 256)
+    if ext is not None:  # no idle work-items: a row of 1024 takes 256 work-items of 4 lanes, not 512
+        wg = max(plan.min_wg, min(wg, pow2_floor(ext // (row_vec if spans_row or staged else 1))))
+    return staged, row_vec, wg
 
 
 def reduce_in_rows(rec: Recorder, plan: Plan, at: tuple[hl.Func, hl.Var], wg: int, ext: Optional[int], row_vec: int,

@@ -14,8 +14,8 @@ from typing import Optional
 import halide as hl
 
 from ..meta import KernelMeta, ScheduleSpec
-from .common import GRID_YZ_MAX, NotApplicable, Plan, Recorder, inner_reduction, pow2_floor, reduction_extent
-from .gpu_reduction import reduce_in_rows, resident_rows, row_threads, row_vector, stage_rows
+from .common import GRID_YZ_MAX, NotApplicable, Plan, Recorder, inner_reduction, reduction_extent
+from .gpu_reduction import reduce_in_rows, row_threads, row_work_group, stage_rows
 from .updates import race_or_atomic, update_mode
 
 _DOM_VAR = re.compile(r"^\s*(hi\d+) = idom\[(\d+)\]\s*$", re.M)
@@ -77,12 +77,7 @@ def fused_scatter(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     plain = [o for o in outs if _stores_at_row_index(o)]
     o = (plain or outs)[0]
     ext = reduction_extent(plan, o)
-    staged = resident_rows(plan, spec, max(spec.get(k, 0) for k in ("wg", "wg_row", "wg_row_staged")))
-    inputs_only = bool(staged) and not any(plan.reads_reduction(f.name()) for f in staged)
-    row_vec = row_vector(plan, spec, ext)
-    wg = spec.get("wg_row_staged", 512) if inputs_only else spec.get("wg_row", 256)
-    if ext is not None:
-        wg = max(plan.min_wg, min(wg, pow2_floor(ext // row_vec)))
+    staged, row_vec, wg = row_work_group(plan, spec, ext, True)
     row = None
     for f in [o, *[t for t in outs if t is not o]]:
         stage, lbl = f.update(0), f"{f.name()}.update(0)"

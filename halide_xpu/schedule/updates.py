@@ -30,8 +30,8 @@ def schedule_updates(rec: Recorder, plan: Plan, out: hl.Func, label: str, spec: 
             rec(stage, lbl, "gpu_single_thread" if plan.caps.gpu else "unscheduled")
             continue
         if mode == "ordered":
-            names = {_expr_text(a) for a in out.update_args(i)}
-            inner = [r for r in domain if r.name() not in names]  # (RVar == RVar is an Expr, not a bool)
+            direct = {r.name() for r in rvars}
+            inner = [r for r in domain if r.name() not in direct]  # (RVar == RVar is an Expr, not a bool)
             rec(stage, lbl, "reorder", *inner, *rvars)  # serial loops innermost, in their order
             rec(stage, lbl, "allow_race_conditions")  # distinct direct coordinates: distinct elements
         else:
