@@ -125,6 +125,8 @@ _KNOBS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     # devices, where a scan we cannot lower (a split scan of one long row) falls back to Triton's; "all" also on
     # CPU devices, where Inductor's C++ backend has no scan kernel to fall back to; "off": ATen's scan kernels
     "scan_kernels": (_choice("scan_kernels", SCAN_MODES), "gpu"),
+    # GPU targets: the pointwise kernels of a foreach/combo node (an optimizer step) in one launch (combo.py)
+    "combo_kernels": (_bool, True),
     # how the sycl target's kernels reach the device (device_binary.py): OpenCL C source built at first launch, or
     # SPIR-V / native binaries built ahead of launch in child processes and cached on disk
     "device_binary": (_choice("device_binary", DEVICE_BINARIES), "auto"),

@@ -365,3 +365,14 @@ def div_by_zero(a: object, zero: object) -> hl.Expr:
     zero = hl.cast(t, zero)
     inf = hl.select(hl.reinterpret(hl.UInt(t.bits()), zero) != 0, hl.cast(t, -math.inf), hl.cast(t, math.inf))
     return hl.cast(t, a) * inf
+
+
+def combo_output(value: hl.Func, r: hl.RDom, index: hl.Expr, name: str, extent: int, zero_d: bool) -> hl.Func:
+    """A combo kernel's output ``name`` (combo.py): undefined, then ``value`` stored over ``r`` at ``index`` (through
+    ``row_index``, so every part's block RVar is of one kind); ``zero_d``: ``value`` is 0-d, stored at 0 of a
+    1-element buffer."""
+    f, v = hl.Func(value.type(), 1, name), hl.Var("hxv")
+    f[v] = hl.undef(value.type())
+    f[row_index(index)] = value[()] if zero_d else value[index]
+    f.output_buffer().dim(0).set_bounds(0, extent).set_stride(1)
+    return f

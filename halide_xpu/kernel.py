@@ -5,7 +5,7 @@ import functools
 import itertools
 import logging
 import re
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import sympy
 import torch
@@ -674,28 +674,41 @@ class HalideXpuKernel(HalideKernel):
 
     # ---------------------------------------------------------------- call
     def call_kernel(self, name: str, node: Any = None, deallocate_ws: bool = True) -> None:
-        wrapper = V.graph.wrapper_code
-        call_args = [f"{n}" for n, arg in self.halide_argdefs() if arg.alias_of is None]
-        device = V.graph.get_current_device_or_throw()
-        # for cuda/xpu the wrapper itself appends torch's current raw stream as the last argument
-        if V.graph.cpp_wrapper and device.type != "cpu":
-            # the call line written here: Inductor's GPU C++ wrapper writes non-Triton calls as members of its
-            # kernel table in some torch versions (2.11: ``kernels.name(...)``, which our functions are not)
-            from .cpp_wrapper import call_line
+        if name.startswith(COMBO_PART):  # a part of a combo kernel: the scheduling calls the combined kernel
+            return
+        emit_call(name, list(self.xpu_call_args()), self.xpu_meta)
 
-            stream = "stream" if V.graph.aot_mode else _raw_stream(wrapper, device)
-            host = frozenset(i for i, n in enumerate(call_args) if _on_host(n))
-            wrapper.writeline(call_line(name, call_args, self.xpu_meta(), stream, host))
-        elif device.type == "xpu" and not _wrapper_calls_xpu_kernels():
-            # torch <= 2.11 writes non-Triton GPU kernel calls for cuda only ("device xpu nyi"): same line by hand
-            wrapper.writeline(f"{name}.{name}({', '.join(call_args)}, c_void_p({_raw_stream(wrapper, device)}))")
-        elif V.graph.cpp_wrapper:
-            from .cpp_wrapper import arg_types
+    def xpu_call_args(self) -> tuple[str, ...]:
+        """The wrapper's argument expressions of a call (one per ``KernelMeta.call_args``)."""
+        return tuple(n for n, arg in self.halide_argdefs() if arg.alias_of is None)
 
-            wrapper.generate_kernel_call(name, call_args, device=device, triton=False, arg_types=arg_types(self.xpu_meta()))
-        else:
-            wrapper.generate_kernel_call(name, call_args, device=device, triton=False)
-        stats.record_kernel(name)
+
+COMBO_PART = "hx_combo_part_"  # placeholder name of a kernel that a combo kernel will run (scheduling.py)
+
+
+def emit_call(name: str, call_args: list[str], meta: Callable[[], KernelMeta]) -> None:
+    """Writes the wrapper's call of kernel ``name`` (``meta``: its metadata, asked for only where needed)."""
+    wrapper = V.graph.wrapper_code
+    device = V.graph.get_current_device_or_throw()
+    # for cuda/xpu the wrapper itself appends torch's current raw stream as the last argument
+    if V.graph.cpp_wrapper and device.type != "cpu":
+        # the call line written here: Inductor's GPU C++ wrapper writes non-Triton calls as members of its
+        # kernel table in some torch versions (2.11: ``kernels.name(...)``, which our functions are not)
+        from .cpp_wrapper import call_line
+
+        stream = "stream" if V.graph.aot_mode else _raw_stream(wrapper, device)
+        host = frozenset(i for i, n in enumerate(call_args) if _on_host(n))
+        wrapper.writeline(call_line(name, call_args, meta(), stream, host))
+    elif device.type == "xpu" and not _wrapper_calls_xpu_kernels():
+        # torch <= 2.11 writes non-Triton GPU kernel calls for cuda only ("device xpu nyi"): same line by hand
+        wrapper.writeline(f"{name}.{name}({', '.join(call_args)}, c_void_p({_raw_stream(wrapper, device)}))")
+    elif V.graph.cpp_wrapper:
+        from .cpp_wrapper import arg_types
+
+        wrapper.generate_kernel_call(name, call_args, device=device, triton=False, arg_types=arg_types(meta()))
+    else:
+        wrapper.generate_kernel_call(name, call_args, device=device, triton=False)
+    stats.record_kernel(name)
 
 
 def _on_host(name: str) -> bool:

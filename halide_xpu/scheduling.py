@@ -11,13 +11,16 @@ from torch._inductor.codegen.simd import SIMDScheduling
 from torch._inductor.utils import IndentedBuffer, get_kernel_metadata
 from torch._inductor.virtualized import V
 
-from . import config, sizes, stats
+from . import combo, config, sizes, stats
 from .autotune import apply as autotune_apply
-from .kernel import HalideXpuKernel
+from .kernel import COMBO_PART, HalideXpuKernel, emit_call
+from .meta import KernelMeta
+from .target import targets
 
 log = logging.getLogger(__name__)
 
 META_IMPORT = "from halide_xpu.meta import KernelMeta, ArgSpec, LoopVar, ScheduleSpec"
+COMBO_THREADS = 256  # work-items per work-group of a combo kernel (combo.merge)
 LOADER_IMPORT = "from halide_xpu.asyncload import load_kernel as halide_xpu_load"
 
 
@@ -73,6 +76,7 @@ class HalideXpuScheduling(HalideScheduling):
         super().__init__(scheduler)
         self._fallbacks: dict[str, Any] = {}
         self._combo_depth = 0  # inside codegen_combo_kernel: buffers are freed after the whole combo node
+        self._parts: Optional[list[tuple[combo.Part, Any, HalideXpuKernel, str]]] = None  # its kernels, when combined
 
     @classmethod
     def get_backend_features(cls, device: Any) -> Any:
@@ -87,6 +91,10 @@ class HalideXpuScheduling(HalideScheduling):
             features.add(BackendFeature.SCAN)
         else:
             features.discard(BackendFeature.SCAN)
+        # foreach lowerings (an optimizer step) group their kernels into one node: a combo kernel on GPU targets
+        gpu = kind != "cpu" or config.resolved_cpu_target in ("opencl", "sycl")
+        if config.combo_kernels and gpu:
+            features.add(BackendFeature.FOREACH)
         if kind == "cpu":
             return features
         return without_single_element_reduction(features)
@@ -134,17 +142,39 @@ class HalideXpuScheduling(HalideScheduling):
             return None
 
     def codegen_combo_kernel(self, combo_kernel_node: Any) -> None:
-        """``config.combo_kernels`` groups independent kernels into one Triton kernel (a Triton-only codegen,
-        SIMDScheduling's asserts a TritonKernel): each sub-kernel here is a kernel of its own. The scheduler's
-        buffers last used by the combo node are freed after its last sub-kernel, not after the first (the H100
-        run of GPUTests: ``del arg0_1`` before a later sub-kernel used it)."""
+        """A foreach node (an optimizer step) or ``config.combo_kernels`` group: independent kernels. On GPU targets
+        those that qualify (``combo.part_of``) run as one combo kernel (``config.combo_kernels``), the rest each as
+        a kernel of its own. The scheduler's buffers last used by the combo node are freed after its last
+        sub-kernel, not after the first (the H100 run of GPUTests: ``del arg0_1`` before a later sub-kernel used it)."""
         self._combo_depth += 1
+        self._parts = [] if config.combo_kernels else None
         try:
             for sub in combo_kernel_node.get_subkernel_nodes():
                 self.codegen_node(sub)
+            parts, self._parts = self._parts or [], None
+            self._launch_combos(parts)
         finally:
+            self._parts = None
             self._combo_depth -= 1
         self.free_buffers_in_scheduler()
+
+    def _launch_combos(self, captured: list[tuple[combo.Part, Any, HalideXpuKernel, str]]) -> None:
+        """Defines and calls the kernels of ``captured`` parts: a combo kernel per group (``combo.groups``), a part
+        alone as the kernel it was."""
+        by_part = {id(part): (schedule, kernel, src) for part, schedule, kernel, src in captured}
+        for group in combo.groups([part for part, _, _, _ in captured]):
+            if len(group) == 1:
+                schedule, kernel, src = by_part[id(group[0])]
+                kernel.call_kernel(self._define(src, kernel.xpu_meta(), schedule))
+                continue
+            first = group[0].meta
+            caps = targets.device_caps(first.target, first.device_type, first.device_index)
+            meta, src_code, call_args = combo.merge(group, min(COMBO_THREADS, caps.max_work_group))
+            node_schedule = [n for part in group for n in by_part[id(part)][0]]
+            name = self._define(src_code, meta, node_schedule)
+            emit_call(name, list(call_args), lambda meta=meta: meta)
+            stats.counters["combo_kernels"] += 1
+            stats.counters["combo_parts"] += len(group)
 
     def free_buffers_in_scheduler(self) -> None:
         if not self._combo_depth:
@@ -171,9 +201,19 @@ class HalideXpuScheduling(HalideScheduling):
         super().flush()
 
     def define_kernel(self, src_code: str, node_schedule: Any, kernel: HalideXpuKernel) -> str:
+        if self._parts is not None:  # inside a combo node: kept for _launch_combos where it qualifies
+            buffers = {arg: buf for table in (kernel.args.input_buffers, kernel.args.output_buffers)
+                       for buf, arg in table.items() if isinstance(arg, str)}
+            part = combo.part_of(kernel.xpu_meta(), src_code, kernel.xpu_call_args(), buffers)
+            if part is not None:
+                self._parts.append((part, list(node_schedule), kernel, src_code))
+                return f"{COMBO_PART}{len(self._parts)}"
+        return self._define(src_code, kernel.xpu_meta(), node_schedule)
+
+    def _define(self, src_code: str, meta: KernelMeta, node_schedule: Any) -> str:
         wrapper = V.graph.wrapper_code
         # a schedule database record for this kernel replaces the default tunables and is named in the source
-        meta, src_code = autotune_apply.apply(kernel.xpu_meta(), src_code)
+        meta, src_code = autotune_apply.apply(meta, src_code)
         # the metadata is part of the kernel: two kernels of one source can differ in an argument's offset or
         # layout (unbind's x[0] and x[1] are the same 0-d load at offsets 0 and 1)
         key = f"{src_code}\n# {meta!r}"

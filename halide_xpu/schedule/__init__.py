@@ -8,7 +8,7 @@ from typing import Any, Callable, Optional
 from .. import config
 from ..meta import STORAGE_SUFFIX, KernelMeta, LoopVar, ScheduleSpec
 from ..target.targets import DeviceCaps
-from . import gpu_scatter, gpu_warps, pointwise, reduction, scan
+from . import combo, gpu_scatter, gpu_warps, pointwise, reduction, scan
 from .updates import schedule_error_word  # noqa: F401  (compiler.py: the check pipeline)
 import halide as hl
 
@@ -98,6 +98,9 @@ def variants(meta: KernelMeta, caps: DeviceCaps) -> list[tuple[str, Variant]]:
             found.insert(0, ("fused_warps", gpu_warps.gpu_fused_warps))
         if caps.gpu:  # rows stored and scattered by one kernel; its source rewritten (``variant_source``)
             found.insert(0, ("fused_scatter", gpu_scatter.fused_scatter))
+    elif meta.schedule.family == "combo":  # halide_xpu.combo: no other variant stores its outputs
+        return [("combo", combo.schedule_combo),
+                ("combo_scalar", lambda rec, plan, spec: combo.schedule_combo(rec, plan, spec.with_params(vector=0)))]
     elif meta.schedule.family == "scan":
         found = [("scan_rows", scan.scan_rows)]
         if caps.gpu:  # the empty "Error:" of vectorized GPU math, as for pointwise kernels

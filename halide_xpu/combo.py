@@ -1,0 +1,242 @@
+"""Combo kernels: the independent pointwise kernels of one foreach/combo node as one Halide pipeline, one launch.
+
+An optimizer's foreach step is one small kernel per parameter (BERT: 42 launches of AdamW's update, 42 more of the
+step counters; Triton's combo kernel is one launch each). Here each part keeps its own algorithm (its source, the
+arguments renamed apart) and every output of every part becomes an update over a 3-D RDom ``hxc``: lanes, work-items
+and blocks. The blocks of all parts are laid end to end; Halide fuses every update's block and work-item loops
+(``compute_with``: the fused loop spans the union of the blocks and guards each part by its own). So a work-group
+computes one part, its work-items ``vector`` points each, and a part's outputs are stored in an order in which no
+store overwrites what a later store of the same work-item still reads (an in-place optimizer update), one work-item
+per point. The stores go through ``hx.row_index`` so every block RVar is of one kind (``gpu_scatter`` does the
+same), and a part of one block gets a second, empty one: Halide takes an RVar of extent 1 as pure."""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+from typing import Optional
+
+from . import pairs
+from .meta import KernelMeta, ScheduleSpec
+from .schedule.common import accesses
+
+log = logging.getLogger(__name__)
+
+FAMILY = "combo"
+MAX_PARTS = 64  # parts per launch: bounds the kernel's argument list and its compile time
+_ARG = re.compile(r"(?<![\w])(in_ptr|out_ptr)(\d+)(?!\d)")
+_DEF = re.compile(r"^\s*(\w+)(?:\[.*?\])?\s*=\s*(.*)$")
+_HEADER_END = "def algorithm():\n"
+
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+    """One kernel of a combo node, ready to merge: its metadata and source (bf16 words applied), the wrapper's
+    argument expressions (one per ``meta.call_args``), its outputs in store order, the graph buffers it reads and
+    writes."""
+
+    meta: KernelMeta
+    source: str
+    call_args: tuple[str, ...]
+    order: tuple[str, ...]
+    reads: frozenset[str]
+    writes: frozenset[str]
+
+    @property
+    def points(self) -> int:
+        return int(self.meta.loop_vars[0].extent) if self.meta.loop_vars else 1
+
+
+def _depends(source: str) -> dict[str, set[str]]:
+    """Name -> the names its definitions read, from the source's assignments."""
+    deps: dict[str, set[str]] = {}
+    for line in source.splitlines():
+        m = _DEF.match(line)
+        if m:
+            deps.setdefault(m.group(1), set()).update(re.findall(r"[A-Za-z_]\w*", m.group(2)))
+    return deps
+
+
+def _reads(name: str, deps: dict[str, set[str]]) -> set[str]:
+    seen, todo = set(), [name]
+    while todo:
+        for d in deps.get(todo.pop(), ()):
+            if d not in seen:
+                seen.add(d)
+                todo.append(d)
+    return seen
+
+
+def _store_order(meta: KernelMeta, source: str, overwrites: dict[str, str]) -> Optional[tuple[str, ...]]:
+    """The outputs in an order where each output that overwrites an input (``overwrites``: output -> input) is
+    stored after every other output that reads that input; None if there is none (a cycle)."""
+    deps = _depends(source)
+    reads = {o: _reads(o, deps) for o in meta.outputs}
+    after = {o: {p for p in meta.outputs if p != o and overwrites.get(o) in reads[p]} for o in meta.outputs}
+    order: list[str] = []
+    while len(order) < len(meta.outputs):
+        ready = [o for o in meta.outputs if o not in order and after[o] <= set(order)]
+        if not ready:
+            return None
+        order.append(ready[0])
+    return tuple(order)
+
+
+def part_of(meta: KernelMeta, source: str, call_args: tuple[str, ...], buffers: dict[str, str]) -> Optional[Part]:
+    """``meta``'s kernel as a combo part, or None where it is not one (logged at debug): a GPU pointwise kernel over
+    at most one loop Var of static extent, every buffer 1-D over it (or 0-d) and read or stored only at that Var,
+    no index scalars, checks or ordered stores. ``buffers``: argument name -> graph buffer name."""
+    why = _unfit(meta, source)
+    if why:
+        log.debug("halide_xpu: kernel not combined: %s", why)
+        return None
+    overwrites = {}
+    for a in meta.args:
+        if a.kind == "out":
+            same = [b.name for b in meta.args if b.kind == "in" and buffers.get(b.name) == buffers.get(a.name)]
+            if same:
+                overwrites[a.name] = same[0]
+    order = _store_order(meta, source, overwrites)
+    if order is None:
+        log.debug("halide_xpu: kernel not combined: its in-place outputs read each other's inputs")
+        return None
+    meta, source = pairs.apply(meta, source)
+    reads = frozenset(buffers[a.name] for a in meta.args if a.kind == "in" and a.name in buffers)
+    writes = frozenset(buffers[a.name] for a in meta.args if a.kind == "out" and a.name in buffers)
+    return Part(meta, source, call_args, order, reads, writes)
+
+
+def _unfit(meta: KernelMeta, source: str) -> Optional[str]:
+    if meta.target not in ("cuda", "sycl", "opencl") or meta.schedule.family != "pointwise":
+        return f"target {meta.target}, family {meta.schedule.family}"
+    if meta.reductions or len(meta.loop_vars) > 1 or any(v.reduction for v in meta.loop_vars):
+        return "more than one loop Var"
+    if meta.loop_vars and meta.loop_vars[0].static_extent is None:
+        return "a symbolic extent"
+    if meta.error_word or meta.ordered_stores or meta.pairs or meta.scalar_lanes:
+        return "device checks, ordered stores or a built variant"
+    if not meta.outputs or _HEADER_END not in source:
+        return "no outputs"
+    var = meta.loop_vars[0].name if meta.loop_vars else None
+    for a in meta.args:
+        if not a.is_buffer or a.alias_of or a.partial:
+            return f"argument {a.name}: a scalar, an alias or a partial output"
+        if a.shape and (var is None or a.shape != (meta.loop_vars[0].extent,) or a.stride != ("1",)):
+            return f"argument {a.name}: not 1-D over the loop Var"
+        if not a.shape and a.kind == "out" and var is not None:
+            return f"output {a.name}: 0-d beside a loop Var"
+        index = accesses(source, a.name)
+        if any(i not in ([var], ["()"]) for i in index) or (a.kind == "out" and len(index) != 1):
+            return f"argument {a.name}: read or stored at another index"
+    return None
+
+
+def _layout(part: Part, threads: int, vector: int) -> tuple[int, int, int]:
+    """(lanes, work-items, blocks) of a part: lanes the widest power of two up to ``vector`` that divides its points
+    (no lane past the end), at least 2 blocks (see the module's docstring)."""
+    n = part.points
+    lanes = vector
+    while lanes > 1 and n % lanes:
+        lanes //= 2
+    items = -(-n // lanes)
+    wi = min(threads, -(-items // 32) * 32)
+    return lanes, wi, max(2, -(-items // wi))
+
+
+def _lanes(part: Part, vector_bytes: int) -> int:
+    widest = max((4 if a.name in part.meta.pairs else _ITEMSIZE.get(a.dtype, 8)) for a in part.meta.args)
+    return max(1, vector_bytes // widest)
+
+
+_ITEMSIZE = {"bool": 1, "uint8": 1, "int8": 1, "int16": 2, "uint16": 2, "float16": 2, "bfloat16": 2,
+             "int32": 4, "uint32": 4, "float32": 4}
+
+
+def merge(parts: list[Part], threads: int, vector_bytes: int = 16) -> tuple[KernelMeta, str, tuple[str, ...]]:
+    """One kernel of ``parts``: (metadata, source, the wrapper's argument expressions)."""
+    counters = {"in_ptr": 0, "out_ptr": 0}
+    args, outputs, call_args, pair_names, inplace = [], [], [], [], []
+    out_args, out_calls = [], []
+    header = parts[0].source.split(_HEADER_END)[0]
+    bodies, stores = [], []
+    block = 0
+    for i, part in enumerate(parts):
+        renames: dict[str, str] = {}
+        for a in part.meta.args:
+            kind = "out_ptr" if a.kind == "out" else "in_ptr"
+            renames[a.name] = f"{kind}{counters[kind]}"
+            counters[kind] += 1
+        body = _ARG.sub(lambda m: renames.get(m.group(0), m.group(0)), part.source.split(_HEADER_END)[1])
+        for old in part.meta.outputs:  # the part's output Funcs become values the combo's outputs store
+            body = body.replace(f"'{renames[old]}'", f"'{renames[old]}_part'")
+        bodies.append(f"def part{i}():\n{body}")
+        passed = dict(zip((a.name for a in part.meta.call_args), part.call_args))
+        for a in part.meta.args:
+            if a.kind == "in":
+                args.append(dataclasses.replace(a, name=renames[a.name]))
+                call_args.append(passed[a.name])
+        for name in part.order:  # Halide's argument order: inputs, then outputs in the pipeline's order
+            a = next(b for b in part.meta.args if b.name == name)
+            shape, stride = (a.shape, a.stride) if a.shape else (("1",), ("1",))
+            out_args.append(dataclasses.replace(a, name=renames[a.name], shape=shape, stride=stride))
+            out_calls.append(passed[a.name])
+        pair_names += [renames[n] for n in part.meta.pairs]
+        inplace += [renames[n] for n in part.meta.inplace]
+        lanes, wi, blocks = _layout(part, threads, _lanes(part, vector_bytes))
+        n = part.points
+        exact = lanes * wi * blocks == n
+        point = f"((hxc.z - {block}) * {wi} + hxc.y) * {lanes} + hxc.x"
+        stores.append(f"    # part {i}: {n} points, {lanes} lanes x {wi} work-items x {blocks} blocks from block {block}")
+        stores.append(f"    hxc = hl.RDom([hl.Range(0, {lanes}), hl.Range(0, {wi}), hl.Range({block}, {blocks})], 'hxc')")
+        if not exact:
+            stores.append(f"    hxc.where(((hxc.z - {block}) * {wi} + hxc.y) * {lanes} < {n})")
+            point = f"hl.unsafe_promise_clamped({point}, 0, {n - 1})"
+        stores.append(f"    hxi = {point}")
+        stores.append(f"    hxf = part{i}()")
+        stores.append("    funcs.update({k: v for k, v in hxf.items() if k.startswith('in_ptr')})")
+        for old in part.order:
+            new = renames[old]
+            zero_d = not part.meta.loop_vars
+            stores.append(f"    funcs[{new!r}] = hx.combo_output(hxf[{new!r}], hxc, hxi, {new!r}, {n}, {zero_d})")
+            outputs.append(new)
+        block += blocks
+    lines = [header.rstrip("\n"), "", *bodies, _HEADER_END.rstrip("\n"), "    funcs = {}", *stores, "    return funcs", ""]
+    first = parts[0].meta
+    halide_target = first.halide_target
+    if first.target in ("cuda", "sycl") and "no_asserts" not in halide_target:
+        # Halide checks a host pointer for outputs an update stores (it copies them to the device first): the glue
+        # passes device pointers there, and its buffers hold the metadata's layout, which the asserts would check
+        halide_target += "-no_asserts"
+    meta = dataclasses.replace(
+        first,
+        halide_target=halide_target,
+        args=tuple(args + out_args),
+        loop_vars=(),
+        outputs=tuple(outputs),
+        reductions=(),
+        schedule=ScheduleSpec(FAMILY, (("blocks", block), ("parts", len(parts)), ("wg", threads))),
+        snapshots=(),
+        inplace=tuple(inplace),
+        pairs=tuple(pair_names),
+    )
+    return meta, "\n".join(lines), tuple(call_args + out_calls)
+
+
+def groups(parts: list[Part]) -> list[list[Part]]:
+    """``parts`` split into launches: one per target and up to ``MAX_PARTS`` parts, never a part that reads a buffer
+    another part of its launch writes."""
+    found: list[list[Part]] = []
+    for part in parts:
+        for group in found:
+            key = (group[0].meta.target, group[0].meta.halide_target, group[0].meta.device_index)
+            if key != (part.meta.target, part.meta.halide_target, part.meta.device_index) or len(group) >= MAX_PARTS:
+                continue
+            written = frozenset().union(*(p.writes for p in group))
+            read = frozenset().union(*(p.reads for p in group))
+            if part.reads & written or part.writes & (read | written):
+                continue
+            group.append(part)
+            break
+        else:
+            found.append([part])
+    return found

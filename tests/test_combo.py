@@ -1,0 +1,72 @@
+"""Combo kernels (halide_xpu.combo): an optimizer's foreach step as one launch on GPU targets, equal to eager."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import halide_xpu
+from halide_xpu import combo, compiler, stats
+
+from conftest import on_target
+
+SHAPES = [(96, 64), (64,), (1000,), (3,), (7, 5), (1,)]
+
+
+def _adamw(dtype: torch.dtype, compiled: bool, steps: int = 3) -> list[torch.Tensor]:
+    torch.manual_seed(0)
+    ps = [torch.nn.Parameter(on_target(torch.randn(s).to(dtype))) for s in SHAPES]
+    opt = torch.optim.AdamW(ps, lr=1e-2, eps=1e-3, foreach=True)
+    step = torch.compile(opt.step) if compiled else opt.step
+    for _ in range(steps):
+        for p in ps:
+            p.grad = on_target(torch.randn(p.shape).to(dtype))
+        step()
+    state = [opt.state[p][k] for k in ("exp_avg", "exp_avg_sq", "step") for p in ps]
+    return [t.detach().cpu().clone() for t in [*ps, *state]]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_adamw_foreach_step_is_one_launch(target, dtype):
+    """Three AdamW steps over six parameters (odd sizes, a 1-element one): parameters and both moments match eager,
+    and on GPU targets the update is one combo kernel of six parts and the step counters another."""
+    compiler._memory.clear()
+    with torch.no_grad():
+        actual = _adamw(dtype, True)
+        expected = _adamw(dtype, False)
+    tol = {} if dtype == torch.float32 else {"atol": 0.02, "rtol": 0.02}
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e, **tol)
+    if target == "host":
+        assert not stats.counters["combo_kernels"]
+        return
+    assert stats.counters["combo_kernels"] == 2 and stats.counters["combo_parts"] == 2 * len(SHAPES), stats.counters
+    assert not stats.counters["schedule_errors"] and not stats.fallbacks
+    built = [l for l in compiler._memory.values() if l.meta.schedule.family == combo.FAMILY]
+    assert built and all(l.variant.startswith("combo") for l in built), [l.variant for l in built]
+
+
+def test_combo_kernels_off(target, monkeypatch):
+    """``config.combo_kernels = False``: one kernel per parameter, as before, and the same numbers."""
+    monkeypatch.setattr(halide_xpu.config, "combo_kernels", False)
+    with torch.no_grad():
+        actual = _adamw(torch.float32, True, steps=1)
+        expected = _adamw(torch.float32, False, steps=1)
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e)
+    assert not stats.counters["combo_kernels"]
+
+
+def test_store_order_of_in_place_outputs():
+    """A part's outputs are stored so that none overwrites an input a later store still reads; a cycle refuses."""
+    from halide_xpu.meta import ArgSpec, KernelMeta
+
+    src = ("def algorithm():\n    tmp0[h0] = in_ptr0[h0,] + in_ptr1[h0,]\n    out_ptr0[h0,] = tmp0[h0]\n"
+           "    out_ptr1[h0,] = in_ptr1[h0,]\n")
+    args = tuple(ArgSpec(n, "out" if "out" in n else "in", "float32", ("8",), ("1",)) for n in
+                 ("in_ptr0", "in_ptr1", "out_ptr0", "out_ptr1"))
+    meta = KernelMeta(args=args, target="sycl", halide_target="host", outputs=("out_ptr0", "out_ptr1"))
+    # out_ptr1 overwrites in_ptr1, which out_ptr0 reads: out_ptr0 first
+    assert combo._store_order(meta, src, {"out_ptr1": "in_ptr1", "out_ptr0": "in_ptr0"}) == ("out_ptr0", "out_ptr1")
+    # out_ptr0 overwrites in_ptr1 too (read by out_ptr1) and out_ptr1 overwrites in_ptr0? no: in_ptr1 both ways
+    cyclic = src.replace("out_ptr1[h0,] = in_ptr1[h0,]", "out_ptr1[h0,] = in_ptr0[h0,]")
+    assert combo._store_order(meta, cyclic, {"out_ptr0": "in_ptr0", "out_ptr1": "in_ptr1"}) is None
