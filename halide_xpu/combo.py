@@ -3,12 +3,12 @@
 An optimizer's foreach step is one small kernel per parameter (BERT: 42 launches of AdamW's update, 42 more of the
 step counters; Triton's combo kernel is one launch each). Here each part keeps its own algorithm (its source, the
 arguments renamed apart) and every output of every part becomes an update over a 3-D RDom ``hxc``: lanes, work-items
-and blocks. The blocks of all parts are laid end to end; Halide fuses every update's block and work-item loops
-(``compute_with``: the fused loop spans the union of the blocks and guards each part by its own). So a work-group
-computes one part, its work-items ``vector`` points each, and a part's outputs are stored in an order in which no
-store overwrites what a later store of the same work-item still reads (an in-place optimizer update), one work-item
-per point. The stores go through ``hx.row_index`` so every block RVar is of one kind (``gpu_scatter`` does the
-same), and a part of one block gets a second, empty one: Halide takes an RVar of extent 1 as pure."""
+and blocks. The blocks of all parts are laid end to end, and each part's RDom spans all of them with a predicate for
+its own (one set of loop bounds for every update). Halide fuses the updates' block and work-item loops
+(``compute_with``), so a work-group computes one part, its work-items ``lanes`` points each, and a part's outputs
+are stored in an order in which no store overwrites what a later store of the same work-item still reads (an
+in-place optimizer update), one work-item per point. The stores go through ``hx.row_index`` so that every block
+RVar is of one kind (``gpu_scatter`` does the same)."""
 from __future__ import annotations
 
 import dataclasses
@@ -133,14 +133,14 @@ def _unfit(meta: KernelMeta, source: str) -> Optional[str]:
 
 def _layout(part: Part, threads: int, vector: int) -> tuple[int, int, int]:
     """(lanes, work-items, blocks) of a part: lanes the widest power of two up to ``vector`` that divides its points
-    (no lane past the end), at least 2 blocks (see the module's docstring)."""
+    (no lane past the end), work-items up to ``threads``."""
     n = part.points
     lanes = vector
     while lanes > 1 and n % lanes:
         lanes //= 2
     items = -(-n // lanes)
     wi = min(threads, -(-items // 32) * 32)
-    return lanes, wi, max(2, -(-items // wi))
+    return lanes, wi, -(-items // wi)
 
 
 def _lanes(part: Part, vector_bytes: int) -> int:
@@ -159,6 +159,10 @@ def merge(parts: list[Part], threads: int, vector_bytes: int = 16) -> tuple[Kern
     out_args, out_calls = [], []
     header = parts[0].source.split(_HEADER_END)[0]
     bodies, stores = [], []
+    lanes_of = [_lanes(part, vector_bytes) for part in parts]
+    wi = max(_layout(part, threads, lanes)[1] for part, lanes in zip(parts, lanes_of))
+    layouts = [_layout(part, wi, lanes) for part, lanes in zip(parts, lanes_of)]
+    total = sum(blocks for _, _, blocks in layouts)
     block = 0
     for i, part in enumerate(parts):
         renames: dict[str, str] = {}
@@ -182,16 +186,16 @@ def merge(parts: list[Part], threads: int, vector_bytes: int = 16) -> tuple[Kern
             out_calls.append(passed[a.name])
         pair_names += [renames[n] for n in part.meta.pairs]
         inplace += [renames[n] for n in part.meta.inplace]
-        lanes, wi, blocks = _layout(part, threads, _lanes(part, vector_bytes))
+        lanes, _, blocks = layouts[i]
         n = part.points
-        exact = lanes * wi * blocks == n
-        point = f"((hxc.z - {block}) * {wi} + hxc.y) * {lanes} + hxc.x"
+        item = f"(hxc.z - {block}) * {wi} + hxc.y"
         stores.append(f"    # part {i}: {n} points, {lanes} lanes x {wi} work-items x {blocks} blocks from block {block}")
-        stores.append(f"    hxc = hl.RDom([hl.Range(0, {lanes}), hl.Range(0, {wi}), hl.Range({block}, {blocks})], 'hxc')")
-        if not exact:
-            stores.append(f"    hxc.where(((hxc.z - {block}) * {wi} + hxc.y) * {lanes} < {n})")
-            point = f"hl.unsafe_promise_clamped({point}, 0, {n - 1})"
-        stores.append(f"    hxi = {point}")
+        # every part's RDom spans every block (its own blocks by predicate): one set of loop bounds, which keeps
+        # Halide's bounds inference of the fused loops small (their union over differing bounds grew ~cubically)
+        stores.append(f"    hxc = hl.RDom([hl.Range(0, {lanes}), hl.Range(0, {wi}), hl.Range(0, {total})], 'hxc')")
+        stores.append(f"    hxc.where(hxc.z >= {block})")
+        stores.append(f"    hxc.where(({item}) * {lanes} < {n})")
+        stores.append(f"    hxi = hl.unsafe_promise_clamped(({item}) * {lanes} + hxc.x, 0, {n - 1})")
         stores.append(f"    hxf = part{i}()")
         stores.append("    funcs.update({k: v for k, v in hxf.items() if k.startswith('in_ptr')})")
         for old in part.order:
@@ -199,8 +203,9 @@ def merge(parts: list[Part], threads: int, vector_bytes: int = 16) -> tuple[Kern
             zero_d = not part.meta.loop_vars
             stores.append(f"    funcs[{new!r}] = hx.combo_output(hxf[{new!r}], hxc, hxi, {new!r}, {n}, {zero_d})")
             outputs.append(new)
+        stores.append(f"    funcs['hx_combo_parts'].append({[renames[o] for o in part.order]!r})")
         block += blocks
-    lines = [header.rstrip("\n"), "", *bodies, _HEADER_END.rstrip("\n"), "    funcs = {}", *stores, "    return funcs", ""]
+    lines = [header.rstrip("\n"), "", *bodies, _HEADER_END.rstrip("\n"), "    funcs = {'hx_combo_parts': []}", *stores, "    return funcs", ""]
     first = parts[0].meta
     halide_target = first.halide_target
     if first.target in ("cuda", "sycl") and "no_asserts" not in halide_target:

@@ -6,21 +6,28 @@ from .common import NotApplicable, Plan, Recorder
 
 
 def schedule_combo(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
-    """Each output's update: blocks over ``hxc.z``, work-items over ``hxc.y``, lanes over ``hxc.x`` (vectorized),
-    fused with the previous output's at the work-item (``compute_with``: Halide guards each by its own bounds), so
-    the outputs are stored in ``meta.outputs`` order within a work-item."""
+    """Each output's update: blocks over ``hxc.z``, work-items over ``hxc.y``, lanes over ``hxc.x`` (vectorized).
+    Within a part each update is fused with the part's previous one at the work-item (``compute_with``: stored in
+    the part's order); each part's first with the first part's (a star, not a chain: Halide's bounds of a chain of
+    fused loops grew with its length)."""
     if not plan.caps.gpu:
         raise NotApplicable("combo kernels are GPU kernels")
-    previous = None
-    for out in plan.outputs():
-        stage, label = out.update(0), f"{out.name()}.update(0)"
-        lanes, items, blocks = out.rvars(0)
-        rec(stage, label, "allow_race_conditions")  # distinct points: hx.row_index hides that from Halide
-        rec(stage, label, "gpu_blocks", blocks)
-        rec(stage, label, "gpu_threads", items)
-        # a part of one lane: a loop of extent 1, which Halide drops; ``vector`` 0: lanes unrolled (Halide fails to
-        # vectorize some GPU math with an empty "Error:", as for pointwise kernels)
-        rec(stage, label, "vectorize" if spec.get("vector", 1) else "unroll", lanes)
-        if previous is not None:
-            rec(stage, label, "compute_with", previous, items)
-        previous = stage
+    outs = dict(zip(plan.meta.outputs, plan.outputs()))  # Func names may carry Halide's $n suffix
+    groups = plan.funcs.get("hx_combo_parts") or [[name] for name in outs]
+    root = None
+    for group in groups:
+        previous = root
+        for name in group:
+            out = outs[name]
+            stage, label = out.update(0), f"{out.name()}.update(0)"
+            lanes, items, blocks = out.rvars(0)
+            rec(stage, label, "allow_race_conditions")  # distinct points: hx.row_index hides that from Halide
+            rec(stage, label, "gpu_blocks", blocks)
+            rec(stage, label, "gpu_threads", items)
+            # a part of one lane: a loop of extent 1, which Halide drops; ``vector`` 0: lanes unrolled (Halide
+            # fails to vectorize some GPU math with an empty "Error:", as for pointwise kernels)
+            rec(stage, label, "vectorize" if spec.get("vector", 1) else "unroll", lanes)
+            if previous is not None:
+                rec(stage, label, "compute_with", previous, items)
+            previous = stage
+            root = root or stage
