@@ -23,7 +23,10 @@ from .schedule.common import accesses
 log = logging.getLogger(__name__)
 
 FAMILY = "combo"
-MAX_PARTS = 64  # parts per launch: bounds the kernel's argument list and its compile time
+MAX_PARTS = 64  # parts per launch: bounds the kernel's compile time
+# buffers per launch: Halide's CUDA runtime refuses a kernel of more than 256 arguments (BERT's AdamW step, 42 parts
+# of 8 buffers, failed on the H200 with "more than 256 kernel arguments"); room is left for Halide's scalars
+MAX_BUFFERS = 192
 _ARG = re.compile(r"(?<![\w])(in_ptr|out_ptr)(\d+)(?!\d)")
 _DEF = re.compile(r"^\s*(\w+)(?:\[.*?\])?\s*=\s*(.*)$")
 _HEADER_END = "def algorithm():\n"
@@ -228,13 +231,15 @@ def merge(parts: list[Part], threads: int, vector_bytes: int = 16) -> tuple[Kern
 
 
 def groups(parts: list[Part]) -> list[list[Part]]:
-    """``parts`` split into launches: one per target and up to ``MAX_PARTS`` parts, never a part that reads a buffer
-    another part of its launch writes."""
+    """``parts`` split into launches: one per target, up to ``MAX_PARTS`` parts and ``MAX_BUFFERS`` buffers, never a
+    part that reads a buffer another part of its launch writes."""
     found: list[list[Part]] = []
     for part in parts:
         for group in found:
             key = (group[0].meta.target, group[0].meta.halide_target, group[0].meta.device_index)
             if key != (part.meta.target, part.meta.halide_target, part.meta.device_index) or len(group) >= MAX_PARTS:
+                continue
+            if sum(len(p.meta.args) for p in group) + len(part.meta.args) > MAX_BUFFERS:
                 continue
             written = frozenset().union(*(p.writes for p in group))
             read = frozenset().union(*(p.reads for p in group))

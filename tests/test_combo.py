@@ -70,3 +70,21 @@ def test_store_order_of_in_place_outputs():
     # out_ptr0 overwrites in_ptr1 too (read by out_ptr1) and out_ptr1 overwrites in_ptr0? no: in_ptr1 both ways
     cyclic = src.replace("out_ptr1[h0,] = in_ptr1[h0,]", "out_ptr1[h0,] = in_ptr0[h0,]")
     assert combo._store_order(meta, cyclic, {"out_ptr0": "in_ptr0", "out_ptr1": "in_ptr1"}) is None
+
+
+def test_launches_hold_at_most_max_buffers():
+    """BERT's 42 AdamW parts of 8 buffers each exceeded Halide's 256 CUDA kernel arguments on the H200: parts are
+    split into launches of at most ``MAX_BUFFERS`` buffers, and parts that share a written buffer never meet."""
+    from halide_xpu.meta import ArgSpec, KernelMeta
+
+    def part(i: int) -> combo.Part:
+        names = [f"in_ptr{j}" for j in range(5)] + [f"out_ptr{j}" for j in range(3)]
+        args = tuple(ArgSpec(n, "out" if "out" in n else "in", "float32", ("8",), ("1",)) for n in names)
+        meta = KernelMeta(args=args, target="cuda", halide_target="host-cuda", outputs=names[5:])
+        return combo.Part(meta, "", (), tuple(names[5:]), frozenset({f"g{i}", "lr"}), frozenset({f"p{i}"}))
+
+    found = combo.groups([part(i) for i in range(42)])
+    assert [len(g) for g in found] == [24, 18]
+    assert all(sum(len(p.meta.args) for p in g) <= combo.MAX_BUFFERS for g in found)
+    clash = combo.Part(part(0).meta, "", (), (), frozenset({"p1"}), frozenset({"q"}))  # reads what part 1 writes
+    assert [len(g) for g in combo.groups([part(1), clash])] == [1, 1]
