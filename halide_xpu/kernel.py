@@ -680,7 +680,7 @@ class HalideXpuKernel(HalideKernel):
 
     def xpu_call_args(self) -> tuple[str, ...]:
         """The wrapper's argument expressions of a call (one per ``KernelMeta.call_args``)."""
-        return tuple(n for n, arg in self.halide_argdefs() if arg.alias_of is None)
+        return tuple(str(n) for n, arg in self.halide_argdefs() if arg.alias_of is None)
 
 
 COMBO_PART = "hx_combo_part_"  # placeholder name of a kernel that a combo kernel will run (scheduling.py)
