@@ -17,7 +17,7 @@ import re
 from typing import Optional
 
 from . import pairs
-from .meta import KernelMeta, ScheduleSpec
+from .meta import DTYPES, KernelMeta, ScheduleSpec
 from .schedule.common import accesses
 
 log = logging.getLogger(__name__)
@@ -147,18 +147,14 @@ def _layout(part: Part, threads: int, vector: int) -> tuple[int, int, int]:
 
 
 def _lanes(part: Part, vector_bytes: int) -> int:
-    widest = max((4 if a.name in part.meta.pairs else _ITEMSIZE.get(a.dtype, 8)) for a in part.meta.args)
+    widest = max((4 if a.name in part.meta.pairs else DTYPES[a.dtype][3]) for a in part.meta.args)
     return max(1, vector_bytes // widest)
-
-
-_ITEMSIZE = {"bool": 1, "uint8": 1, "int8": 1, "int16": 2, "uint16": 2, "float16": 2, "bfloat16": 2,
-             "int32": 4, "uint32": 4, "float32": 4}
 
 
 def merge(parts: list[Part], threads: int, vector_bytes: int = 16) -> tuple[KernelMeta, str, tuple[str, ...]]:
     """One kernel of ``parts``: (metadata, source, the wrapper's argument expressions)."""
     counters = {"in_ptr": 0, "out_ptr": 0}
-    args, outputs, call_args, pair_names, inplace = [], [], [], [], []
+    args, call_args, pair_names, inplace = [], [], [], []
     out_args, out_calls = [], []
     header = parts[0].source.split(_HEADER_END)[0]
     bodies, stores = [], []
@@ -201,11 +197,10 @@ def merge(parts: list[Part], threads: int, vector_bytes: int = 16) -> tuple[Kern
         stores.append(f"    hxi = hl.unsafe_promise_clamped(({item}) * {lanes} + hxc.x, 0, {n - 1})")
         stores.append(f"    hxf = part{i}()")
         stores.append("    funcs.update({k: v for k, v in hxf.items() if k.startswith('in_ptr')})")
+        zero_d = not part.meta.loop_vars
         for old in part.order:
             new = renames[old]
-            zero_d = not part.meta.loop_vars
             stores.append(f"    funcs[{new!r}] = hx.combo_output(hxf[{new!r}], hxc, hxi, {new!r}, {n}, {zero_d})")
-            outputs.append(new)
         stores.append(f"    funcs['hx_combo_parts'].append({[renames[o] for o in part.order]!r})")
         block += blocks
     lines = [header.rstrip("\n"), "", *bodies, _HEADER_END.rstrip("\n"), "    funcs = {'hx_combo_parts': []}", *stores, "    return funcs", ""]
@@ -220,7 +215,7 @@ def merge(parts: list[Part], threads: int, vector_bytes: int = 16) -> tuple[Kern
         halide_target=halide_target,
         args=tuple(args + out_args),
         loop_vars=(),
-        outputs=tuple(outputs),
+        outputs=tuple(a.name for a in out_args),
         reductions=(),
         schedule=ScheduleSpec(FAMILY, (("blocks", block), ("parts", len(parts)), ("wg", threads))),
         snapshots=(),

@@ -20,8 +20,8 @@ from .target import targets
 log = logging.getLogger(__name__)
 
 META_IMPORT = "from halide_xpu.meta import KernelMeta, ArgSpec, LoopVar, ScheduleSpec"
-COMBO_THREADS = 256  # work-items per work-group of a combo kernel (combo.merge)
 LOADER_IMPORT = "from halide_xpu.asyncload import load_kernel as halide_xpu_load"
+COMBO_THREADS = 256  # work-items per work-group of a combo kernel (combo.merge)
 
 
 # While a fallback scheduling generates code, Inductor must see its own backend name for the device.
@@ -201,14 +201,15 @@ class HalideXpuScheduling(HalideScheduling):
         super().flush()
 
     def define_kernel(self, src_code: str, node_schedule: Any, kernel: HalideXpuKernel) -> str:
+        meta = kernel.xpu_meta()
         if self._parts is not None:  # inside a combo node: kept for _launch_combos where it qualifies
             buffers = {arg: buf for table in (kernel.args.input_buffers, kernel.args.output_buffers)
                        for buf, arg in table.items() if isinstance(arg, str)}
-            part = combo.part_of(kernel.xpu_meta(), src_code, kernel.xpu_call_args(), buffers)
+            part = combo.part_of(meta, src_code, kernel.xpu_call_args(), buffers)
             if part is not None:
                 self._parts.append((part, list(node_schedule), kernel, src_code))
                 return f"{COMBO_PART}{len(self._parts)}"
-        return self._define(src_code, kernel.xpu_meta(), node_schedule)
+        return self._define(src_code, meta, node_schedule)
 
     def _define(self, src_code: str, meta: KernelMeta, node_schedule: Any) -> str:
         wrapper = V.graph.wrapper_code
