@@ -370,6 +370,18 @@ def _gpu_outer(rec: Recorder, plan: Plan, o: hl.Func, rows: list[hl.Var], spec: 
         if split > 1 and f.has_update_definition():
             _split_column(rec, o, f, x, bx, split, -(-(ext or 0) // split))
             continue
+        if split > 1 and _feeds_reduction(plan, f):
+            # a per-column value between split reductions (a Welford combine's mean, which the second sum reads
+            # per row): computed per work-group like them, one work-item per column (at ``tx`` it was out of reach
+            # of the next sum's partials, so the whole fused form failed: ResNet's batch norm took the staged
+            # form, 8-15x Triton)
+            fx = next((v for v in f.args() if v.name() == x.name()), None)
+            if fx is None and f.args():
+                raise NotApplicable(f"{f.name()} lacks the column dim {x.name()}")
+            rec(f, f.name(), "compute_at", o, bx)
+            if fx is not None:  # else a scalar (the count a mean divides by)
+                rec(f, f.name(), "gpu_threads", fx)
+            continue
         rec(f, f.name(), "compute_at", o, tx)
         if not f.has_update_definition():
             continue
@@ -382,6 +394,16 @@ def _gpu_outer(rec: Recorder, plan: Plan, o: hl.Func, rows: list[hl.Var], spec: 
         if chunks:
             _final_unrolled(rec, f, chunks)
     return twins
+
+
+def _feeds_reduction(plan: Plan, f: hl.Func) -> bool:
+    """Whether a reduction's update reads ``f``, directly, through inlined Funcs or through per-row values (by
+    their names in the source: a re-created Func is named ``tmp13$1``)."""
+    def feeds(name: str) -> bool:
+        readers = plan.readers(name, set(plan.meta.reductions))
+        return any(plan.funcs[r].has_update_definition() or feeds(r) for r in readers
+                   if isinstance(plan.funcs.get(r), hl.Func))
+    return any(feeds(n) for n, g in plan.funcs.items() if g is f)
 
 
 def _column_split(plan: Plan, spec: ScheduleSpec, results: Optional[int], ext: Optional[int], wg: int) -> int:
@@ -407,22 +429,25 @@ def _split_column(rec: Recorder, o: hl.Func, f: hl.Func, x: hl.Var, bx: hl.Var, 
     rec(f.update(), lbl, "split", fused_rvar(rec, f), ro, ri, split, GUARD)
     part = rec(f.update(), lbl, "rfactor", ri, u)  # part[cols.., u]: rows u, u + split, ...
     pn = part.name()
-    px = next(v for v in part.args() if v.name() == x.name())
+    # ``f`` may lack the column dim: a split Welford's per-chunk count, the same for every column (ResNet's batch
+    # norm; it raised StopIteration here and the kernel took the staged form): its shares on ``u`` alone
+    px = [v for v in part.args() if v.name() == x.name()]
     rec(part, pn, "compute_at", o, bx)
-    rec(part, pn, "gpu_threads", px, u)
-    rec(part.update(), f"{pn}.update()", "reorder", ro, px, u)
-    rec(part.update(), f"{pn}.update()", "gpu_threads", px, u)
+    rec(part, pn, "gpu_threads", *px, u)
+    rec(part.update(), f"{pn}.update()", "reorder", ro, *px, u)
+    rec(part.update(), f"{pn}.update()", "gpu_threads", *px, u)
     if share <= 16:
         rec(part.update(), f"{pn}.update()", "unroll", ro)
     elif share % 4 == 0:  # four rows' loads in flight
         roo, roi = hl.RVar(f"{n}_croo"), hl.RVar(f"{n}_croi")
         rec(part.update(), f"{pn}.update()", "split", ro, roo, roi, 4, GUARD)
         rec(part.update(), f"{pn}.update()", "unroll", roi)
-    fx = next(v for v in f.args() if v.name() == x.name())
+    fx = [v for v in f.args() if v.name() == x.name()]
     rec(f, n, "compute_at", o, bx)
-    rec(f, n, "gpu_threads", fx)
-    rec(f.update(), lbl, "reorder", ri, fx)
-    rec(f.update(), lbl, "gpu_threads", fx)
+    if fx:
+        rec(f, n, "gpu_threads", *fx)
+        rec(f.update(), lbl, "reorder", ri, *fx)
+        rec(f.update(), lbl, "gpu_threads", *fx)
     rec(f.update(), lbl, "unroll", ri)
 
 
