@@ -17,6 +17,7 @@ import re
 from typing import Optional
 
 from . import pairs
+from .target import targets
 from .meta import DTYPES, KernelMeta, ScheduleSpec
 from .schedule.common import accesses
 
@@ -205,11 +206,9 @@ def merge(parts: list[Part], threads: int, vector_bytes: int = 16) -> tuple[Kern
         block += blocks
     lines = [header.rstrip("\n"), "", *bodies, _HEADER_END.rstrip("\n"), "    funcs = {'hx_combo_parts': []}", *stores, "    return funcs", ""]
     first = parts[0].meta
-    halide_target = first.halide_target
-    if first.target in ("cuda", "sycl") and "no_asserts" not in halide_target:
-        # Halide checks a host pointer for outputs an update stores (it copies them to the device first): the glue
-        # passes device pointers there, and its buffers hold the metadata's layout, which the asserts would check
-        halide_target += "-no_asserts"
+    # Halide checks a host pointer for outputs an update stores (it copies them to the device first): the glue
+    # passes device pointers there
+    halide_target = targets.without_host_asserts(first.halide_target, first.target)
     meta = dataclasses.replace(
         first,
         halide_target=halide_target,

@@ -481,9 +481,7 @@ class HalideXpuKernel(HalideKernel):
         host pointer (a scalar ``x[target[0]]`` crashed the process on CUDA). The indices are clamped into the
         buffer in device code either way."""
         text = targets.halide_target(target, device)
-        if getattr(self, "indirect_indices", False) and target in ("cuda", "sycl") and "no_asserts" not in text:
-            text += "-no_asserts"
-        return text
+        return targets.without_host_asserts(text, target) if getattr(self, "indirect_indices", False) else text
 
     def fast_math(self) -> bool:
         """Whether this kernel uses the CUDA target's fast math (target/ptx.py)."""

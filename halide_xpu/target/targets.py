@@ -90,6 +90,15 @@ def has_fp64(target: str, device: Optional[Any] = None) -> bool:
     return False
 
 
+def without_host_asserts(halide_target: str, target: str) -> str:
+    """``halide_target`` without Halide's runtime asserts where its buffers hold device pointers (cuda, sycl): the
+    asserts that evaluate a gathered index, or check the host pointer of an output an update stores, would read
+    device memory through a null host pointer. Other targets: unchanged."""
+    if target in ("cuda", "sycl") and "no_asserts" not in halide_target.split("-"):
+        return halide_target + "-no_asserts"
+    return halide_target
+
+
 def _common_features() -> list[str]:
     feats = ["strict_float", "no_runtime"]
     if not config.asserts:
