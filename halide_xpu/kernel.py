@@ -530,10 +530,18 @@ class HalideXpuKernel(HalideKernel):
         # LayerNorm backward reads bf16 rows along the kept dim and a small fp32 rstd along the reduced one, and
         # must be scheduled as the column reduction it is (was a work-group per result: 6-7x Triton on the H200)
         contiguous: dict[str, int] = {}
+        outer = {inner: name for name, inner in self.args.input_buffers.items()}
         for name, dims in self.buffer_dimensions.items():
             if "out_ptr" in name:
                 continue
             nbytes = self._hint_bytes(itemsizes.get(name, 4), dims)
+            if name in outer:  # at most the buffer's own bytes: a gathered or modular index's dims span its range
+                # (ResNet-18's relu mask read at 25088*(i//49 % 32) + i % 49: 777,777 x 512 "elements" of a
+                # 0.8 MB tensor outweighed 13 MB of rows along the channels, and the column sum ran uncoalesced)
+                try:
+                    nbytes = min(nbytes, sizes.hint(V.graph.get_numel(outer[name]), 8192) * itemsizes.get(name, 4))
+                except KeyError:  # not a graph buffer (a kernel-local one)
+                    pass
             for d in dims:
                 if d.expr is not None and d.stride == 1:
                     for s in getattr(d.expr, "free_symbols", ()):

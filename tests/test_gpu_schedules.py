@@ -163,6 +163,15 @@ def _residual_norm(x: torch.Tensor, e: torch.Tensor, w: torch.Tensor) -> tuple[t
     return h, (h - mean) * rstd * w, mean, rstd
 
 
+def _split_chunks_with_mask(x: torch.Tensor, m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    xf, mf = (t.permute(0, 2, 3, 1).reshape(14, 112, 512) for t in (x, m))
+    return (xf * mf).sum(1), (xf * xf * mf).sum(1)
+
+
+def _split_chunks_inputs() -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.randn(32, 512, 7, 7).to(memory_format=torch.channels_last), torch.rand(32, 512, 7, 7) > 0.5
+
+
 CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple]]] = {
     "bn_backward_multi_rdim": (_bn_backward_like, lambda: (_channels_last_slice(), torch.randn(64))),
     # attention q/k/v bias gradients: sums over batch and sequence keeping (heads, head_dim)
@@ -188,6 +197,9 @@ CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple]]] = {
     # together, the rows a grid of work-groups (over one fused row Var each group staged all 4 x 128 rows: the
     # Intel OpenCL CPU device refused the launch)
     "residual_norm_twins": (_residual_norm, lambda: (torch.randn(4, 128, 256), torch.randn(128, 256), torch.randn(256))),
+    # a split batch-norm backward's chunk sums as Inductor makes them on GPUs: channels-last rows in chunks of 112
+    # (not a multiple of 49), beside an NCHW relu mask read at 25088 * (i // 49 % 32) + i % 49
+    "split_chunks_nchw_mask": (_split_chunks_with_mask, _split_chunks_inputs),
 }
 
 
@@ -597,3 +609,17 @@ def test_column_split_with_a_tail(rows, monkeypatch, tmp_path):
         torch.testing.assert_close(got, _norm_grads(*args), atol=1e-4, rtol=1e-4)
         schedules = "".join(p.read_text() for p in (tmp_path / f"run{overrides}").rglob("schedule.txt"))
         assert not overrides or re.search(r"rfactor\(\w+_cri, \w+_cu\)", schedules), schedules
+
+
+def test_modular_index_weighs_its_buffer_not_its_range(monkeypatch, tmp_path):
+    """An input read at a modular index (the NCHW relu mask beside channels-last rows) counts its own bytes, not the
+    range its index dims span (777,777 x 512 "elements" of a 0.8 MB tensor on ResNet-18's H200 step): the column sum
+    keeps the channels (stride 1 in 13 MB of rows) on the work-items, coalesced; it was a work-group per result
+    reading down strided rows."""
+    monkeypatch.setattr(__import__("halide_xpu").config, "cache_dir", str(tmp_path))
+    (meta, _, lines, variant), = _cuda_twins(_split_chunks_with_mask, _split_chunks_inputs(), monkeypatch, tmp_path)
+    weights = {v.name: v.contiguous_bytes for v in meta.loop_vars}
+    channels = next(v.name for v in meta.loop_vars if v.static_extent == 512)
+    assert max(weights.values()) == weights[channels] <= 32 * 512 * 49 * 4, weights
+    assert variant == "fused" and any(f"gpu_tile({channels}," in line for line in lines), lines
+
