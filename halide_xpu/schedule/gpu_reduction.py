@@ -376,10 +376,8 @@ def _gpu_outer(rec: Recorder, plan: Plan, o: hl.Func, rows: list[hl.Var], spec: 
             # of the next sum's partials, so the whole fused form failed: ResNet's batch norm took the staged
             # form, 8-15x Triton)
             fx = next((v for v in f.args() if v.name() == x.name()), None)
-            if fx is None and f.args():
-                raise NotApplicable(f"{f.name()} lacks the column dim {x.name()}")
             rec(f, f.name(), "compute_at", o, bx)
-            if fx is not None:  # else a scalar (the count a mean divides by)
+            if fx is not None:  # else one value per work-group's rows (the count a mean divides by)
                 rec(f, f.name(), "gpu_threads", fx)
             continue
         rec(f, f.name(), "compute_at", o, tx)
