@@ -10,6 +10,7 @@ import logging
 import re
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +31,12 @@ class _Rejections(logging.Handler):
 
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
-        self.found: list[tuple[str, str]] = []
+        self.found: dict[int, list[tuple[str, str]]] = {}  # by thread: kernels build on several at once
 
     def emit(self, record: logging.LogRecord) -> None:
         m = _REJECTED.match(record.getMessage())
         if m:
-            self.found.append((m.group(1), " ".join(m.group(2).split())[:240]))
+            self.found.setdefault(record.thread, []).append((m.group(1), " ".join(m.group(2).split())[:240]))
 
 
 def sweep(model: str, dtype: torch.dtype, mode: str, batch: int, seq: int, work: Path,
@@ -52,8 +53,8 @@ def sweep(model: str, dtype: torch.dtype, mode: str, batch: int, seq: int, work:
     clog.setLevel(logging.DEBUG)
 
     def twin(meta: Any, source: str, workdir: Path, caps: Any = None) -> Any:
-        stmt = work / "twin.stmt"
-        handler.found = []
+        stmt = work / f"twin_{threading.get_ident()}.stmt"  # kernels build on several threads at once
+        handler.found[threading.get_ident()] = []
         row: dict[str, Any] = {"key": hashlib.sha256(source.encode()).hexdigest()[:12], "outputs": len(meta.outputs)}
         try:
             _, _, variant = compile_cuda_twin(
@@ -61,7 +62,7 @@ def sweep(model: str, dtype: torch.dtype, mode: str, batch: int, seq: int, work:
             row.update(variant=variant, launches=stmt.read_text(errors="replace").count("halide_cuda_run("))
         except Exception as e:  # noqa: BLE001 (a twin that fails is a finding, not the end of the sweep)
             row.update(variant="error", launches=0, error=str(e)[-300:])
-        row["rejected"] = list(handler.found)
+        row["rejected"] = handler.found.pop(threading.get_ident(), [])
         rows.append(row)
         if dump is not None and (dump_all or row["rejected"] or row["launches"] != 1):
             (dump / row["key"]).mkdir(parents=True, exist_ok=True)
