@@ -622,4 +622,3 @@ def test_modular_index_weighs_its_buffer_not_its_range(monkeypatch, tmp_path):
     channels = next(v.name for v in meta.loop_vars if v.static_extent == 512)
     assert max(weights.values()) == weights[channels] <= 32 * 512 * 49 * 4, weights
     assert variant == "fused" and any(f"gpu_tile({channels}," in line for line in lines), lines
-

@@ -14,7 +14,7 @@ import torch
 
 import halide_xpu
 from halide_xpu import compiler
-from halide_xpu.autotune.measure import outputs_match, parse_meta
+from halide_xpu.autotune.measure import _storage_elements, outputs_match, parse_meta
 from halide_xpu.target import targets
 
 from conftest import opencl_available
@@ -56,13 +56,13 @@ def _inputs(meta) -> list[torch.Tensor]:
     gen = torch.Generator().manual_seed(0)
     args = []
     for a in meta.call_args:
-        size = 1 + sum((int(e) - 1) * abs(int(s)) for e, s in zip(a.shape, a.stride)) + int(a.offset)
+        size = _storage_elements(a, meta)
         t = torch.rand(size, generator=gen) + 0.5 if a.kind == "in" else torch.zeros(size)
         args.append(t.to(getattr(torch, a.dtype)))
     return args
 
 
-def _run(meta, source: str) -> list[torch.Tensor]:
+def _run(meta, source: str) -> tuple[list[torch.Tensor], str]:
     args = _inputs(meta)
     launcher = compiler.load(meta, source)
     launcher(*args)

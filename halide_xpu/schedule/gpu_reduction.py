@@ -401,7 +401,7 @@ def _feeds_reduction(plan: Plan, f: hl.Func) -> bool:
         readers = plan.readers(name, set(plan.meta.reductions))
         return any(plan.funcs[r].has_update_definition() or feeds(r) for r in readers
                    if isinstance(plan.funcs.get(r), hl.Func))
-    return any(feeds(n) for n, g in plan.funcs.items() if g is f)
+    return any(feeds(n) for n in plan.meta.reductions if plan.is_named(f, (n,)))
 
 
 def _column_split(plan: Plan, spec: ScheduleSpec, results: Optional[int], ext: Optional[int], wg: int) -> int:
