@@ -34,6 +34,10 @@ def gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     if not in_row and not inner_reduction(plan):
         _schedule_others(rec, plan, o, spec, skip=_gpu_outer(rec, plan, o, rows, spec))
         return
+    kept = _column_beside_wide(plan, o, rows, in_row)
+    if kept is not None:  # the column form, the wide output computed by the same work-items
+        _schedule_others(rec, plan, kept, spec, skip=_gpu_outer(rec, plan, kept, rows, spec, wide=o) + [o])
+        return
     if few_long_rows(plan, o, rows):
         raise NotApplicable("fewer rows than compute units, each long: split across work-groups (staged)")
     staged, row_vec, wg = row_work_group(plan, spec, ext, bool(in_row))
@@ -196,27 +200,47 @@ def _schedule_others(rec: Recorder, plan: Plan, primary: hl.Func, spec: Schedule
             pointwise.schedule_output(rec, plan, other, spec)
 
 
-def _gpu_full(rec: Recorder, plan: Plan, o: hl.Func, spec: ScheduleSpec) -> None:
+def _gpu_full(rec: Recorder, plan: Plan, o: hl.Func, spec: ScheduleSpec) -> list[hl.Func]:
     """Reduction to a scalar on GPU, in two kernels (each extra launch cost ~3 µs on H100). Kernel 1: ``blocks``
     work-groups of ``wg`` work-items stream the input coalesced (element ``(i * blocks + b) * wg + t`` goes to
     work-item ``t`` of group ``b``, loads unrolled into register partials), then each group folds its ``wg``
     partials in local memory to one value, stored once. Kernel 2 (one work-group): ``fold`` work-items each add
     ``blocks / fold`` group results, one work-item adds those and writes the output. Other single-point outputs
-    (a loss's mean beside its count) are computed with ``o`` in that work-group; returns them."""
-    scalar = _unit(plan, o)
-    blk = hl.Var(f"{o.name()}_blk")
-    together = [t for t in plan.outputs() if t is not o and not t.has_update_definition() and _unit(plan, t)]
-    if scalar:  # one work-group for the final combine: the output and every reduction's last stage inside it
-        for f in [o, *together]:
+    (a loss's mean beside its count) are computed with the anchor (``o`` or, where ``o`` has several points, a
+    single-point output) in that work-group, and so are short outputs over the reduced dim (a loss's per-row
+    ignore mask: was a kernel per reduction, 11 launches, 6.6x Triton); returns the outputs it scheduled."""
+    units = [t for t in plan.outputs() if not t.has_update_definition() and _unit(plan, t)]
+    wider = [t for t in plan.outputs() if all(t is not u for u in units)]
+    short = all(not t.has_update_definition() and 0 < (_points(plan, t) or 0) <= BESIDE_MAX for t in wider)
+    # another anchor than o only where every wider output fits in its work-group (one that runs as a kernel of its
+    # own could not read the sums computed inside the anchor's)
+    anchor = o if _unit(plan, o) else (units[0] if units and short else None)
+    blk = hl.Var(f"{anchor.name() if anchor is not None else o.name()}_blk")
+    together = [t for t in units if t is not anchor]
+    beside = [t for t in wider if anchor is not None and short]
+    if anchor is not None:  # one work-group for the final combine: the outputs and every reduction's last stage
+        for f in [anchor, *together, *beside]:  # beside: one work-item per point
             rec(f, f.name(), "split", hl.Var.outermost(), hl.Var.outermost(), blk, 1)
             rec(f, f.name(), "gpu_blocks", blk)
-            if f is not o:
-                rec(f, f.name(), "compute_with", o, blk)
+            if any(f is b for b in beside):
+                rec(f, f.name(), "gpu_threads", fuse_all(rec, f, list(f.args()), f.name()) if len(f.args()) > 1
+                    else f.args()[0])
+            if f is not anchor:
+                rec(f, f.name(), "compute_with", anchor, blk)
     for f in plan.reductions():
-        gpu_full_reduce(rec, plan, f, spec, (o, blk) if scalar else None)
-    if not scalar:
+        gpu_full_reduce(rec, plan, f, spec, (anchor, blk) if anchor is not None else None)
+    done = [anchor, *together, *beside] if anchor is not None else []
+    if all(o is not d for d in done):
         pointwise.schedule_output(rec, plan, o, spec)
-    return together if scalar else []
+    return done
+
+
+BESIDE_MAX = 1024  # points of a short output computed in a scalar reduction's work-group (one work-item each)
+
+
+def _points(plan: Plan, f: hl.Func) -> Optional[int]:
+    """``f``'s static number of points (None when a dim is dynamic)."""
+    return total([plan.var_extent(f, v) for v in f.args()])
 
 
 def _unit(plan: Plan, f: hl.Func) -> bool:
@@ -323,10 +347,26 @@ def _exact_blocks(target: int, ext: Optional[int], per_block: int) -> int:
     return target
 
 
-def _gpu_outer(rec: Recorder, plan: Plan, o: hl.Func, rows: list[hl.Var], spec: ScheduleSpec) -> list[hl.Func]:
+def _column_beside_wide(plan: Plan, o: hl.Func, rows: list[hl.Var], in_row: list[hl.Var]) -> Optional[hl.Func]:
+    """The output of a column reduction (inputs stride-1 along a kept dim) where the widest output ``o`` also spans
+    the reduced dims, ahead of the kept ones (ResNet's pooled mean beside its relu mask, NCHW mask from channels-last
+    inputs: the row form failed and the staged form ran at 3.2x Triton); None for other kernels."""
+    if inner_reduction(plan) or len(plan.meta.reductions) != 1:
+        return None
+    names = [v.name() for v in rows]
+    args = [v.name() for v in o.args()]
+    if args[:len(in_row)] != [v.name() for v in in_row]:
+        return None
+    return next((t for t in plan.outputs() if t is not o and not t.has_update_definition()
+                 and [v.name() for v in t.args()] == names), None)
+
+
+def _gpu_outer(rec: Recorder, plan: Plan, o: hl.Func, rows: list[hl.Var], spec: ScheduleSpec,
+               wide: Optional[hl.Func] = None) -> list[hl.Func]:
     """Outer reduction: work-items across the contiguous kept dim (coalesced); long reductions split in chunks.
     Same-shaped outputs (a norm's weight and bias gradients) are computed with ``o`` by the same work-items;
-    returns them."""
+    returns them. ``wide``: an output over the reduced dims (first) and ``o``'s, computed by the same work-items,
+    each looping over its reduced dims."""
     label, wg = o.name(), spec.get("wg", 256)
     x = plan.most_contiguous(rows)
     others = [v for v in rows if v.name() != x.name()]
@@ -348,8 +388,10 @@ def _gpu_outer(rec: Recorder, plan: Plan, o: hl.Func, rows: list[hl.Var], spec: 
     if unchunked and results is not None:  # few results (a split column sum's partials, 32 x 768): every compute
         # unit gets a work-group (256 wide, 96 of the H200's 132 units worked, 6-7x Triton)
         wg = max(min(plan.min_wg * 2, wg), min(wg, pow2_floor(results // max(plan.caps.parallelism, 1))))
+        if ncols is not None and ncols < wg:  # no idle work-items past the last column (64 of a 256-wide group)
+            wg = max(plan.min_wg, 1 << (ncols - 1).bit_length())
     tail = GUARD
-    if twins and ncols is not None and ncols % wg:
+    if (twins or wide is not None) and ncols is not None and ncols % wg:
         if plan.tail == SHIFT and ncols >= plan.min_wg:
             tail, wg = SHIFT, min(wg, pow2_floor(ncols))
         else:  # an output overwrites an input, or fewer columns than a sub-group: no partial work-group
@@ -358,7 +400,8 @@ def _gpu_outer(rec: Recorder, plan: Plan, o: hl.Func, rows: list[hl.Var], spec: 
                 raise NotApplicable(f"outputs computed together over {ncols} columns, no work-group of "
                                     f"{plan.min_wg}..{wg} divides them, and an output overwrites an input")
             wg = exact
-    for f in [o, *twins]:  # the loops of o, named as o's (compute_with matches them by name)
+    for f in [o, *twins, *([wide] if wide is not None else [])]:  # the loops of o, named as o's (compute_with
+        # matches them by name)
         rec(f, f.name(), "gpu_tile", x, bx, tx, wg, tail)
         if others:
             y = fuse_all(rec, f, others, f.name(), f"{label}_row") if len(others) > 1 else others[0]
@@ -412,7 +455,7 @@ def _column_split(plan: Plan, spec: ScheduleSpec, results: Optional[int], ext: O
     Triton on the H200, 52 vs 6.5 us, where 4096 rows ran at 0.8x)."""
     if results is None or ext is None:
         return 1
-    want = spec.get("col_split", 0) or min(8, pow2_floor(max(1, plan.caps.parallelism * 1024 // max(results, 1))))
+    want = spec.get("col_split", 0) or min(8, pow2_floor(max(1, plan.caps.parallelism * 4096 // max(results, 1))))
     while want > 1 and (ext // want < 4 or wg * want > min(1024, plan.caps.max_work_group or 1024)):
         want //= 2
     return want
