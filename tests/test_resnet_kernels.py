@@ -25,9 +25,11 @@ KERNELS = {
     "79cca7e8e776": ("batch-norm backward column sums, 128 columns x 196 chunks of 128 rows", 8),
     "5dc527bd6f1c": ("batch-norm backward column sums, 64 columns x 784 chunks of 128 rows", 8),
 }
+# twin only (25.7M elements): 8 work-items per column ran at 88 us, 2 at 61 us (a two-pass mean and variance)
+TWIN_ONLY = {"4a501c05eefc": ("batch-norm statistics chunk pass, 64 columns x 1024 chunks of 392 rows", 2)}
 
 
-@pytest.mark.parametrize("key", list(KERNELS), ids=list(KERNELS))
+@pytest.mark.parametrize("key", [*KERNELS, *TWIN_ONLY], ids=[*KERNELS, *TWIN_ONLY])
 def test_one_fused_kernel_as_cuda_twin(key, tmp_path):
     rec = record(key)
     stmt = tmp_path / "k.stmt"
@@ -36,7 +38,7 @@ def test_one_fused_kernel_as_cuda_twin(key, tmp_path):
     assert not [line for line in lines if "gpu_single_thread" in line], lines
     text = stmt.read_text(errors="replace")
     assert text.count("halide_cuda_run(") == 1, "one launch"
-    share = KERNELS[key][1]
+    share = {**KERNELS, **TWIN_ONLY}[key][1]
     if share is not None:  # halide_cuda_run(state, name, blocks x, y, z, threads x, y, z, ...)
         launch = re.search(r'halide_cuda_run\([^,]+, "[^"]+", \d+, \d+, \d+, \d+, (\d+), \d+', text)
         assert launch and int(launch.group(1)) == share, "work-items per column"

@@ -449,13 +449,17 @@ def _feeds_reduction(plan: Plan, f: hl.Func) -> bool:
 
 def _column_split(plan: Plan, spec: ScheduleSpec, results: Optional[int], ext: Optional[int], wg: int) -> int:
     """Work-items sharing each column of a short column reduction (a split sum's partials, 32 x 768 results of 128
-    rows each): enough for half the device's work-items (at most 8, shares of 4+ rows, a work-group of at most
-    1024); 1 where one work-item per column is enough. ``col_split`` forces it. A share need not divide the column:
-    the last rows are guarded (Inductor splits 4000 rows into 32 partials of 125: one work-item per column was 8x
-    Triton on the H200, 52 vs 6.5 us, where 4096 rows ran at 0.8x)."""
+    rows each): enough for ``parallelism x 1024`` work-items, times 512 / rows for columns shorter than 512 rows (at
+    most 8, shares of 4+ rows, a work-group of at most 1024); 1 where one work-item per column is enough.
+    ``col_split`` forces it. A share need not divide the column: the last rows are guarded (Inductor splits 4000
+    rows into 32 partials of 125: one work-item per column was 8x Triton on the H200, 52 vs 6.5 us, where 4096 rows
+    ran at 0.8x). H200, ResNet-18's batch-norm chunks (us at 2 / 4 / 8 work-items per column): 64 columns x 784
+    chunks of 128 rows 59.8 / 45.8 / 28.4, 128 x 196 of 128 rows 32.7 / 19.1 / 14.3, but 64 x 1024 of 392 rows
+    61.3 / 88.0 / 88.1 (a two-pass mean and variance) and 123.7 / 132.1 / 132.2 (two sums)."""
     if results is None or ext is None:
         return 1
-    want = spec.get("col_split", 0) or min(8, pow2_floor(max(1, plan.caps.parallelism * 4096 // max(results, 1))))
+    short = pow2_floor(max(1, 512 // max(ext, 1)))
+    want = spec.get("col_split", 0) or min(8, pow2_floor(max(1, plan.caps.parallelism * 1024 * short // max(results, 1))))
     while want > 1 and (ext // want < 4 or wg * want > min(1024, plan.caps.max_work_group or 1024)):
         want //= 2
     return want
