@@ -400,15 +400,26 @@ def _gpu_outer(rec: Recorder, plan: Plan, o: hl.Func, rows: list[hl.Var], spec: 
                 raise NotApplicable(f"outputs computed together over {ncols} columns, no work-group of "
                                     f"{plan.min_wg}..{wg} divides them, and an output overwrites an input")
             wg = exact
+    split = _column_split(plan, spec, results, ext, wg) if unchunked else 1
+    # the wide output's reduced dim on the work-items that share each column (the pooled mean's relu mask: 49
+    # stores a column on one work-item of 8), else inside its column's work-item
+    spread = wide is not None and split > 1 and sum(plan.is_reduction_var(v) for v in wide.args()) == 1
     for f in [o, *twins, *([wide] if wide is not None else [])]:  # the loops of o, named as o's (compute_with
         # matches them by name)
         rec(f, f.name(), "gpu_tile", x, bx, tx, wg, tail)
+        y = None
         if others:
             y = fuse_all(rec, f, others, f.name(), f"{label}_row") if len(others) > 1 else others[0]
             rec(f, f.name(), "gpu_blocks", y)
-        if f is not o:
+        if f is wide and spread:
+            r = next(v for v in wide.args() if plan.is_reduction_var(v))
+            ro, ri = hl.Var(f"{label}_wro"), hl.Var(f"{label}_wri")
+            rec(f, f.name(), "split", r, ro, ri, split, GUARD)
+            rec(f, f.name(), "reorder", ro, tx, ri, bx, *([y] if y is not None else []))
+            rec(f, f.name(), "gpu_threads", ri)
+            rec(f, f.name(), "compute_with", o, bx)
+        elif f is not o:
             rec(f, f.name(), "compute_with", o, tx)
-    split = _column_split(plan, spec, results, ext, wg) if unchunked else 1
     passes: list[tuple[hl.Func, hl.Func, str]] = []  # (sum, its partials, the loop its pass is fused at)
     for f in plan.reductions():
         if split > 1 and f.has_update_definition():
