@@ -332,6 +332,10 @@ class Plan:
         ``out_ptr0$1``: compare objects, not ``Func.name()``)."""
         return any(self.funcs.get(n) is func for n in names)
 
+    def name_of(self, func: Any, names: Any) -> Optional[str]:
+        """The one of ``names`` that is ``func`` (``is_named``), None if none is."""
+        return next((n for n in names if self.funcs.get(n) is func), None)
+
     def outputs(self) -> list[hl.Func]:
         return [self.funcs[n] for n in self.meta.outputs]
 

@@ -217,7 +217,7 @@ def _gpu_full(rec: Recorder, plan: Plan, o: hl.Func, spec: ScheduleSpec) -> list
     anchor = o if _unit(plan, o) else (units[0] if units and short else None)
     blk = hl.Var(f"{anchor.name() if anchor is not None else o.name()}_blk")
     together = [t for t in units if t is not anchor]
-    beside = [t for t in wider if anchor is not None and short]
+    beside = wider if anchor is not None and short else []
     if anchor is not None:  # one work-group for the final combine: the outputs and every reduction's last stage
         for f in [anchor, *together, *beside]:  # beside: one work-item per point
             rec(f, f.name(), "split", hl.Var.outermost(), hl.Var.outermost(), blk, 1)
@@ -462,8 +462,8 @@ def _independent(plan: Plan, f: hl.Func, others: list[hl.Func]) -> bool:
     of ResNet-18's first layer, 1.8x Triton's one)."""
     if not others:
         return True
-    name = next((n for n in plan.meta.reductions if plan.is_named(f, (n,))), None)
-    names = [next((n for n in plan.meta.reductions if plan.is_named(g, (n,))), None) for g in others]
+    name = plan.name_of(f, plan.meta.reductions)
+    names = [plan.name_of(g, plan.meta.reductions) for g in others]
     if name is None or None in names:
         return False
     return all(n not in _downstream(plan, name) and name not in _downstream(plan, n) for n in names)
@@ -486,7 +486,8 @@ def _feeds_reduction(plan: Plan, f: hl.Func) -> bool:
         readers = plan.readers(name, set(plan.meta.reductions))
         return any(plan.funcs[r].has_update_definition() or feeds(r) for r in readers
                    if isinstance(plan.funcs.get(r), hl.Func))
-    return any(feeds(n) for n in plan.meta.reductions if plan.is_named(f, (n,)))
+    name = plan.name_of(f, plan.meta.reductions)
+    return name is not None and feeds(name)
 
 
 def _column_split(plan: Plan, spec: ScheduleSpec, results: Optional[int], ext: Optional[int], wg: int) -> int:
