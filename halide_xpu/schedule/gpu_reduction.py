@@ -235,6 +235,7 @@ def _gpu_full(rec: Recorder, plan: Plan, o: hl.Func, spec: ScheduleSpec) -> list
     return done
 
 
+SHORT_UNROLL = 64  # a scalar reduction this short on one work-item is unrolled whole (longer: 8 steps at a time)
 BESIDE_MAX = 1024  # points of a short output computed in a scalar reduction's work-group (one work-item each)
 
 
@@ -325,6 +326,15 @@ def gpu_full_reduce(rec: Recorder, plan: Plan, f: hl.Func, spec: ScheduleSpec,
                 rec(last, ll, "compute_root")
                 rec(last, ll, "gpu_tile", v, bx, tx, width, GUARD)
                 rec(last.update(), f"{ll}.update()", "gpu_tile", v, bx, tx, width, GUARD)
+    elif f.has_update_definition() and scalar and ext is not None:  # a short sum on the anchor's one work-item:
+        # unrolled, its loads in flight together (a loss's sums over 32 targets: a dependent global round trip
+        # each, 20 us for a kernel Triton runs in 4.4)
+        r = fused_rvar(rec, f)
+        if ext > SHORT_UNROLL:
+            ro, ri = hl.RVar(f"{name}_so"), hl.RVar(f"{name}_si")
+            rec(f.update(), lbl, "split", r, ro, ri, 8, GUARD)
+            r = ri
+        rec(f.update(), lbl, "unroll", r)
     if not scalar:
         rec(f, name, "gpu_single_thread")
         if f.has_update_definition():
@@ -334,6 +344,11 @@ def gpu_full_reduce(rec: Recorder, plan: Plan, f: hl.Func, spec: ScheduleSpec,
 MAX_CHUNKS = 1024  # chunks of one column reduction (_column_chunks) summed by one work-item
 MAX_CHUNKS_STAGED = 4096  # ... summed by a work-group per column (_final_over_chunks)
 FINAL_UNROLL = 16  # loads in flight in the final sum over more than 64 chunks
+FEW_PER_UNIT = 32  # results per compute unit at most for a column reduction of "few results" (_few_results)
+FEW_EXT_MAX = 1024  # rows of such a column at most: one kernel, FEW_SPLIT work-items per column
+FEW_SPLIT = 32  # work-items per column of few results (else at most 8)
+FEW_GROUP = 256  # work-items of such a work-group (columns x work-items per column)
+COLUMN_SECTOR = 8  # columns of a work-group at least (32 bytes of fp32 a row)
 
 
 def _exact_blocks(target: int, ext: Optional[int], per_block: int) -> int:
@@ -383,24 +398,32 @@ def _gpu_outer(rec: Recorder, plan: Plan, o: hl.Func, rows: list[hl.Var], spec: 
     ncols = plan.var_extent(o, x)
     results = total([plan.var_extent(o, v) for v in rows])
     ext = reduction_size(plan)
-    # no chunks for the columns (with other row dims, a short or symbolic column): the work-items are all there is
-    unchunked = bool(others) or ext is None or ncols is None or ext < 256
+    # no chunks for the columns (with other row dims, a short or symbolic column, few results): the work-items are
+    # all there is
+    few = _few_results(plan, results, ext)
+    unchunked = bool(others) or ext is None or ncols is None or ext < 256 or few
+    split = 1
     if unchunked and results is not None:  # few results (a split column sum's partials, 32 x 768): every compute
         # unit gets a work-group (256 wide, 96 of the H200's 132 units worked, 6-7x Triton)
         wg = max(min(plan.min_wg * 2, wg), min(wg, pow2_floor(results // max(plan.caps.parallelism, 1))))
         if ncols is not None and ncols < wg:  # no idle work-items past the last column (64 of a 256-wide group)
             wg = max(plan.min_wg, 1 << (ncols - 1).bit_length())
+        split = _column_split(plan, spec, results, ext, wg, few)
+        if few and wg * split > FEW_GROUP:  # narrower work-groups, more of them (64 columns x 784 rows: one
+            # work-group of 8 x 64 work-items was 3x Triton's 1.8 us)
+            wg = max(COLUMN_SECTOR, pow2_floor(FEW_GROUP // split))
     tail = GUARD
     if (twins or wide is not None) and ncols is not None and ncols % wg:
         if plan.tail == SHIFT and ncols >= plan.min_wg:
             tail, wg = SHIFT, min(wg, pow2_floor(ncols))
         else:  # an output overwrites an input, or fewer columns than a sub-group: no partial work-group
-            exact = _dividing_work_group(ncols, wg, min(plan.min_wg, ncols))
+            exact = _dividing_work_group(ncols, wg, min(plan.min_wg, ncols, wg))
             if exact is None:
                 raise NotApplicable(f"outputs computed together over {ncols} columns, no work-group of "
                                     f"{plan.min_wg}..{wg} divides them, and an output overwrites an input")
             wg = exact
-    split = _column_split(plan, spec, results, ext, wg) if unchunked else 1
+    while split > 1 and wg * split > min(1024, plan.caps.max_work_group or 1024):
+        split //= 2
     # the wide output's reduced dim on the work-items that share each column (the pooled mean's relu mask: 49
     # stores a column on one work-item of 8), else inside its column's work-item
     spread = wide is not None and split > 1 and sum(plan.is_reduction_var(v) for v in wide.args()) == 1
@@ -490,10 +513,20 @@ def _feeds_reduction(plan: Plan, f: hl.Func) -> bool:
     return name is not None and feeds(name)
 
 
-def _column_split(plan: Plan, spec: ScheduleSpec, results: Optional[int], ext: Optional[int], wg: int) -> int:
+def _few_results(plan: Plan, results: Optional[int], ext: Optional[int]) -> bool:
+    """A column reduction with few results (at most FEW_PER_UNIT per compute unit) of short columns (FEW_EXT_MAX
+    rows): one kernel of many work-items per column (the second stage of a split sum, 64 x 784: two kernels, a
+    chunk pass with 64 of 256 work-items busy then the chunks' sum, 3x Triton's one)."""
+    return (results is not None and ext is not None and results <= FEW_PER_UNIT * max(plan.caps.parallelism, 1)
+            and 32 <= ext <= FEW_EXT_MAX)
+
+
+def _column_split(plan: Plan, spec: ScheduleSpec, results: Optional[int], ext: Optional[int], wg: int,
+                  few: bool = False) -> int:
     """Work-items sharing each column of a short column reduction (a split sum's partials, 32 x 768 results of 128
     rows each): enough for ``parallelism x 1024`` work-items, times 512 / rows for columns shorter than 512 rows (at
-    most 8, shares of 4+ rows, a work-group of at most 1024); 1 where one work-item per column is enough.
+    most 8, or FEW_SPLIT for ``few`` results; shares of 4+ rows, a work-group of at most 1024); 1 where one
+    work-item per column is enough.
     ``col_split`` forces it. A share need not divide the column: the last rows are guarded (Inductor splits 4000
     rows into 32 partials of 125: one work-item per column was 8x Triton on the H200, 52 vs 6.5 us, where 4096 rows
     ran at 0.8x). H200, ResNet-18's batch-norm chunks (us at 2 / 4 / 8 work-items per column): 64 columns x 784
@@ -502,8 +535,9 @@ def _column_split(plan: Plan, spec: ScheduleSpec, results: Optional[int], ext: O
     if results is None or ext is None:
         return 1
     short = pow2_floor(max(1, 512 // max(ext, 1)))
-    want = spec.get("col_split", 0) or min(8, pow2_floor(max(1, plan.caps.parallelism * 1024 * short // max(results, 1))))
-    while want > 1 and (ext // want < 4 or wg * want > min(1024, plan.caps.max_work_group or 1024)):
+    most = FEW_SPLIT if few else 8
+    want = spec.get("col_split", 0) or min(most, pow2_floor(max(1, plan.caps.parallelism * 1024 * short // max(results, 1))))
+    while want > 1 and (ext // want < 4 or (not few and wg * want > min(1024, plan.caps.max_work_group or 1024))):
         want //= 2
     return want
 
@@ -528,7 +562,7 @@ def _split_column(rec: Recorder, o: hl.Func, f: hl.Func, x: hl.Var, bx: hl.Var, 
     level = ro.name()  # the serial walk down the column (where sums of one pass fuse)
     if share <= 16:
         rec(part.update(), f"{pn}.update()", "unroll", ro)
-    elif share % 4 == 0:  # four rows' loads in flight
+    else:  # four rows' loads in flight (the last step guarded where four do not divide the share)
         roo, roi = hl.RVar(f"{n}_croo"), hl.RVar(f"{n}_croi")
         rec(part.update(), f"{pn}.update()", "split", ro, roo, roi, 4, GUARD)
         rec(part.update(), f"{pn}.update()", "unroll", roi)
