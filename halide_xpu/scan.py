@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import sympy
 import torch
 from torch._inductor.codegen.halide import HalideCSEVariable, Unsupported, halide_acc_type
 from torch._inductor.ops_handler import AddParenHandler
@@ -45,13 +46,17 @@ def _acc_type(dtype: torch.dtype) -> str:
 
 # GPUs: a row's scan is serial in one work-item (~70 ns a step on the H100), so a scan of few rows leaves the device
 # idle: HF Llama's position_ids (8 rows of 512) took 37 us where Triton's per-row parallel scan takes 1 us. Such
-# scans go to Inductor's Triton kernel (logged); ours where there are enough rows or the rows are short.
+# scans are chunked (``_chunked``): rows of static length split in CHUNK-long pieces scanned in parallel, then
+# each row's chunk totals, then every element combined with its chunk's prefix; a row of dynamic length goes to
+# Inductor's Triton kernel (logged).
 GPU_MIN_ROWS = 4096
 GPU_SHORT_ROW = 32
+CHUNK = 32  # elements of a row one work-item scans serially in the chunked form
+CHUNKED_ON_CPU = False  # the chunked form on CPU devices too (tests: it runs on the OpenCL CPU device)
 
 
 def _too_few_rows(kernel: Any) -> bool:
-    if V.graph.get_current_device_or_throw().type == "cpu":
+    if V.graph.get_current_device_or_throw().type == "cpu" and not CHUNKED_ON_CPU:
         return False
     rows = length = 1
     for tree in kernel.range_trees:
@@ -68,9 +73,12 @@ def scan(kernel: Any, dtypes: tuple[torch.dtype, ...], combine_fn: Callable[[tup
     """The scan's result Funcs, one per value; ``kernel.scan_funcs`` names the Func the update is on."""
     if len(kernel.reduction_renames) != 1:
         raise Unsupported("scan over several dimensions")
-    if _too_few_rows(kernel):
-        raise Unsupported(f"a scan of fewer than {GPU_MIN_ROWS} rows longer than {GPU_SHORT_ROW}: one serial "
-                          "work-item per row would leave the GPU idle")
+    numel = kernel.range_trees[-1].numel
+    length = int(numel) if isinstance(numel, (int, sympy.Integer)) else None
+    chunked = _too_few_rows(kernel)
+    if chunked and length is None:
+        raise Unsupported(f"a scan of fewer than {GPU_MIN_ROWS} rows longer than {GPU_SHORT_ROW} of dynamic length: "
+                          "one serial work-item per row would leave the GPU idle, and chunks need a static length")
     (axis,) = list(kernel.reduction_renames)
     spread: list[HalideCSEVariable] = []
     dims: set[Any] = set()
@@ -95,6 +103,9 @@ def scan(kernel: Any, dtypes: tuple[torch.dtype, ...], combine_fn: Callable[[tup
     def pack(parts: list[str]) -> str:
         return f"hl.Tuple([{', '.join(parts)}])" if several else parts[0]
 
+    if chunked:
+        _chunked(kernel, acc, axis, length, dtypes, spread, combine_fn)
+        return _results(kernel, acc, dtypes, several)
     initial = [f"hl.cast({_acc_type(d)}, {v.subs_str(here)})" for d, v in zip(dtypes, spread)]
     kernel.body.writeline(f"{acc} = {pack([f'hl.cast({_acc_type(d)}, {v})' for d, v in zip(dtypes, spread)])}")
     with V.set_ops_handler(_CombineOverrides(kernel.overrides())):  # inline text: no CSE inside the update
@@ -106,6 +117,11 @@ def scan(kernel: Any, dtypes: tuple[torch.dtype, ...], combine_fn: Callable[[tup
         combined = [_text(v) for v in combine_fn(left, right)]
     kernel.body.writeline(f"{acc.subs_str(here)} = {pack(combined)}")
     kernel.scan_funcs.append(acc.name)
+    return _results(kernel, acc, dtypes, several)
+
+
+def _results(kernel: Any, acc: HalideCSEVariable, dtypes: tuple[torch.dtype, ...], several: bool) -> tuple:
+    """The scan's values as Funcs in the op's own types (``acc`` holds the running values)."""
     results = []
     for i, d in enumerate(dtypes):
         element_ = f"{acc}[{i}]" if several else f"{acc}"
@@ -118,3 +134,56 @@ def scan(kernel: Any, dtypes: tuple[torch.dtype, ...], combine_fn: Callable[[tup
         kernel.body.writeline(f"{part} = {element_}")
         results.append(part)
     return tuple(results)
+
+
+def _chunked(kernel: Any, acc: HalideCSEVariable, axis: Any, n: int, dtypes: tuple[torch.dtype, ...],
+             spread: list[HalideCSEVariable], combine_fn: Callable[[tuple, tuple], tuple]) -> None:
+    """``acc`` as a chunked scan of rows of ``n`` elements: ``loc`` scans each CHUNK-long piece (rows x chunks in
+    parallel, CHUNK serial steps), ``pre`` each row's chunk totals (one serial step a chunk), and ``acc`` combines
+    every element with the total of the chunks before its own (the combine is associative: the order of the
+    operands is kept, so cummax's ties still pick the later index)."""
+    L, count = CHUNK, -(-n // CHUNK)
+    name = acc.name
+    loc, pre, j, c = f"{name}_loc", f"{name}_pre", f"{name}_j", f"{name}_c"
+    dims = list(acc.used_dims)
+    k = dims.index(axis)
+    several = len(spread) > 1
+
+    def at(func: str, inner: list[str], sub: str = "") -> str:  # func[rows with ``inner`` at the axis]
+        args = [str(d) for d in dims[:k]] + inner + [str(d) for d in dims[k + 1:]]
+        return f"{func}[{', '.join(args)}]{sub}"
+
+    def elems(func: str, inner: list[str]) -> tuple[str, ...]:
+        return tuple(at(func, inner, f"[{i}]" if several else "") for i in range(len(spread)))
+
+    def pack(parts: Any) -> str:
+        return f"hl.Tuple([{', '.join(parts)}])" if several else parts[0]
+
+    def value_at(index: str) -> list[str]:  # the elements at ``index`` (a Python name bound to an Expr)
+        where = {axis: sympy_index_symbol(index)}
+        return [f"hl.cast({_acc_type(d)}, {v.subs_str(where)})" for d, v in zip(dtypes, spread)]
+
+    def combined(left: tuple[str, ...], right: tuple[str, ...]) -> list[str]:
+        with V.set_ops_handler(_CombineOverrides(kernel.overrides())):
+            return [_text(v) for v in combine_fn(left, right)]
+
+    w = kernel.body.writeline
+    w(f"{j}, {c} = hl.Var('{j}'), hl.Var('{c}')")
+    w(f"{loc} = hl.Func('{loc}')")
+    w(f"{loc}_i = hl.min({c} * {L} + {j}, {n - 1})")  # the last chunk's points past the row repeat its end
+    w(f"{at(loc, [j, c])} = {pack(value_at(f'{loc}_i'))}")
+    w(f"{loc}_r = hl.RDom([hl.Range(1, {L - 1})])")
+    w(f"{loc}_ri = hl.min({c} * {L} + {loc}_r.x, {n - 1})")
+    step = combined(elems(loc, [f"{loc}_r.x - 1", c]), tuple(value_at(f"{loc}_ri")))
+    w(f"{at(loc, [f'{loc}_r.x', c])} = {pack(step)}")
+    w(f"{pre} = hl.Func('{pre}')")  # pre[c]: chunks 0..c combined
+    w(f"{at(pre, [c])} = {pack(elems(loc, [str(L - 1), c]))}")
+    if count > 1:
+        w(f"{pre}_r = hl.RDom([hl.Range(1, {count - 1})])")
+        step = combined(elems(pre, [f"{pre}_r.x - 1"]), elems(loc, [str(L - 1), f"{pre}_r.x"]))
+        w(f"{at(pre, [f'{pre}_r.x'])} = {pack(step)}")
+    a = str(axis)
+    own = elems(loc, [f"{a} % {L}", f"{a} / {L}"])
+    both = combined(elems(pre, [f"hl.max({a} / {L} - 1, 0)"]), own)
+    w(f"{acc} = {pack([f'hl.select({a} < {L}, {o}, {b})' for o, b in zip(own, both)])}")
+    kernel.scan_funcs += [loc, pre]

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import halide_xpu
+import halide_xpu.scan
 from conftest import compile_and_check, eager_in_float64
 
 
@@ -14,7 +15,7 @@ def _scans_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _rows(target: str, n: int) -> int:
-    """Rows for a test of our scan kernel: GPUs give scans of fewer rows to Triton (scan.GPU_MIN_ROWS)."""
+    """Rows for a test of the per-row scan: GPUs chunk scans of fewer rows (scan.GPU_MIN_ROWS; test_chunked_scans)."""
     from halide_xpu.scan import GPU_MIN_ROWS
 
     return GPU_MIN_ROWS if target == "cuda" else n
@@ -70,18 +71,44 @@ def test_cumsum_dynamic_length(target: str) -> None:
 
 
 def test_few_rows(target: str) -> None:
-    """One row (on GPUs Inductor splits it across programs) and 8 rows of 512 (HF Llama's position_ids): GPUs give
-    them to Triton (logged), whose scans are parallel within a row; CPU devices run ours."""
+    """One row and 8 rows of 512 (HF Llama's position_ids): on GPUs the chunked form (scan.py ``_chunked``: rows
+    of 32-element chunks scanned in parallel), on CPU devices one work-item per row."""
     for x in (torch.rand(10, 3, 35).view(-1), torch.rand(8, 512)):
-        if target == "cuda":  # the graph's one kernel is Triton's: checked here, not by compile_and_check
+        if target == "cuda" and x.dim() == 1:  # Inductor may split one long row's scan (a Triton-only form)
             halide_xpu.stats.reset()
             x = x.cuda()
             torch.testing.assert_close(torch.compile(lambda x: torch.cumsum(x, -1))(x), torch.cumsum(x, -1),
                                        rtol=1e-4, atol=1e-4)
-            assert halide_xpu.stats.fallbacks, "a few-row scan ran as our kernel on the GPU"
             torch._dynamo.reset()
         else:
-            _check(lambda x: torch.cumsum(x, -1), x, rtol=1e-4, atol=1e-4)
+            code = _check(lambda x: torch.cumsum(x, -1), x, rtol=1e-4, atol=1e-4)
+            assert ("_loc = hl.Func" in code) == (target == "cuda"), "the chunked form on GPUs only"
+
+
+@pytest.fixture
+def chunked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chunked form on CPU devices as well (on the OpenCL device with the GPU schedules)."""
+    monkeypatch.setattr(halide_xpu.scan, "CHUNKED_ON_CPU", True)
+
+
+@pytest.mark.parametrize("n", [33, 64, 100, 512, 700])
+def test_chunked_scans(target: str, chunked: None, n: int) -> None:
+    """Chunked scans (a row's 32-element chunks, then the chunk totals, then each element with its chunk's prefix)
+    equal eager for every scan kind: rows not a whole number of chunks, cummax/cummin ties across chunk borders (the
+    later index wins), -inf/inf/NaN in logcumsumexp, integer overflow wrapping as eager's."""
+    g = torch.Generator().manual_seed(n)
+    x = torch.randint(0, 3, (6, n), generator=g).float()
+    x[1, 5] = float("nan")
+    code = _check(lambda x: (*torch.cummax(x, 1), *torch.cummin(x, 1), torch.cumsum(x, 1)), x)
+    assert "_loc = hl.Func" in code, "not the chunked form"
+    y = torch.rand(6, n, generator=g) * 4
+    y[3, :40] = float("-inf")
+    y[4, n // 2] = float("inf")
+    _check(lambda y: (y.logcumsumexp(1), torch.cumprod(y / 2, 1)), y, rtol=1e-5, atol=1e-5)
+    i = torch.randint(-2**62, 2**62, (4, n), generator=g)
+    _check(lambda i: (torch.cumsum(i, 1), torch.cumsum(i > 0, 1)), i)
+    h = (torch.rand(5, n, generator=g) + 0.5).to(torch.bfloat16)
+    _check(lambda t: torch.cumsum(t, 1), h, reference=eager_in_float64(lambda t: torch.cumsum(t, 1)))
 
 
 def test_masked_cumsum_backward(target: str) -> None:
@@ -110,3 +137,29 @@ def test_logcumsumexp_backward_at_large_values(target: str) -> None:
         grads.append(leaf.grad)
     torch.testing.assert_close(grads[1], grads[0])
     assert halide_xpu.stats.counters["kernels_generated"] > 0
+
+
+def test_chunked_scan_is_one_cuda_kernel(target: str, chunked: None, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chunked form built as a CUDA twin (H100 caps, no GPU): one launch, a work-group per row, a work-item per
+    chunk (was five kernels: each Func's pure and update stage on its own)."""
+    import re
+    import sys
+    from pathlib import Path
+
+    if target != "opencl":
+        pytest.skip("the kernels of the OpenCL build are rebuilt as CUDA twins")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from harvested import lower_to
+    from replay_kernel import compile_cuda_twin, load_meta
+
+    monkeypatch.setattr(halide_xpu.config, "cache_dir", str(tmp_path))
+    x = torch.randint(0, 3, (8, 512))
+    _check(lambda x: (torch.cumsum(x, 1), *torch.cummax(x.float(), 1)), x)
+    entries = [p.parent for p in tmp_path.rglob("kernel.py") if "_loc = hl.Func" in p.read_text()]
+    assert entries, "no chunked scan kernel built"
+    for entry in entries:
+        stmt = tmp_path / "twin.stmt"
+        _, lines, variant = compile_cuda_twin(load_meta(entry), (entry / "kernel.py").read_text(), lower_to(stmt))
+        assert variant == "scan_chunks", lines
+        launches = re.findall(r'halide_cuda_run\([^,]+, "[^"]+", (\d+), \d+, \d+, (\d+),', stmt.read_text(errors="replace"))
+        assert launches == [("8", "16")], launches  # 8 rows, 512 / 32 chunks

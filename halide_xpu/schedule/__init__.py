@@ -103,6 +103,8 @@ def variants(meta: KernelMeta, caps: DeviceCaps) -> list[tuple[str, Variant]]:
                 ("combo_scalar", lambda rec, plan, spec: combo.schedule_combo(rec, plan, spec.with_params(vector=0)))]
     elif meta.schedule.family == "scan":
         found = [("scan_rows", scan.scan_rows)]
+        if caps.gpu:  # a chunked scan (few rows) in one kernel
+            found.insert(0, ("scan_chunks", scan.scan_chunks))
         if caps.gpu:  # the empty "Error:" of vectorized GPU math, as for pointwise kernels
             found.append(("scan_rows_scalar", lambda rec, plan, spec: scan.scan_rows(rec, plan, spec.with_params(vector=1))))
     else:

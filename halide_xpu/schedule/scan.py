@@ -1,13 +1,15 @@
-"""Scan schedules (cumsum, logcumsumexp, cummax, associative_scan): rows in parallel, each row's update in order."""
+"""Scan schedules (cumsum, logcumsumexp, cummax, associative_scan): rows in parallel, each row's update in order;
+a chunked scan (halide_xpu/scan.py ``_chunked``) in one kernel, a work-group per row."""
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import halide as hl
 
 from ..meta import ScheduleSpec
 from . import pointwise
-from .common import GUARD, Plan, Recorder, fuse_all, update_pure_vars
+from .common import GUARD, NotApplicable, Plan, Recorder, fuse_all, update_pure_vars
 
 
 def default_params(gpu: bool, vector_width: int) -> dict[str, int]:
@@ -46,3 +48,60 @@ def scan_rows(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
             _rows(rec, plan, f.update(i), f"{f.name()}.update({i})", f"{f.name()}_u{i}", rows, spec)
     for out in plan.outputs():
         pointwise.schedule_output(rec, plan, out, spec)
+
+
+CHUNKS_LOCAL_MAX = 32768  # bytes of a row's chunk scans held in a work-group's local memory (scan_chunks)
+
+
+def scan_chunks(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
+    """GPU, a chunked scan (pairs ``X_loc`` / ``X_pre`` of halide_xpu/scan.py): one kernel, a work-group per row and
+    a work-item per chunk. Each work-item scans its chunk into local memory (its loads unrolled: in flight
+    together), one work-item combines the chunk totals, then each work-item stores its chunk's outputs. Was five
+    kernels (each Func's pure and update stage on its own); the rows of few-row scans (HF Llama's position_ids, 8
+    rows of 512) went to Triton before the chunked form."""
+    names = list(plan.meta.reductions)
+    pairs = [(plan.funcs.get(n), plan.funcs.get(n[:-4] + "_pre")) for n in names if n.endswith("_loc")]
+    if not plan.caps.gpu or not pairs or len(names) != 2 * len(pairs) or any(b is None for _, b in pairs):
+        raise NotApplicable("not a chunked scan")
+    loc0 = pairs[0][0]
+    chunk_names = {v.name() for v in loc0.args()[:2]}  # (j, c): the chunk's position, the chunk
+    rows = [v for v in loc0.args() if v.name() not in chunk_names]
+    outs = plan.outputs()
+    shape = [v.name() for v in outs[0].args()]
+    if any([v.name() for v in o.args()] != shape for o in outs):
+        raise NotApplicable("outputs of different dims")
+    axis = [v for v in outs[0].args() if v.name() not in {r.name() for r in rows}]
+    length = plan.var_extent(outs[0], axis[0]) if len(axis) == 1 else None
+    found = re.search(rf"^\s*{names[0]}_r = hl.RDom\(\[hl.Range\(1, (\d+)\)\]\)", plan.source, re.M)
+    chunk = int(found.group(1)) + 1 if found else None  # the chunk's serial steps, plus its first point
+    width = sum(t.bytes() for loc, _ in pairs for t in loc.types())
+    budget = min(CHUNKS_LOCAL_MAX, plan.caps.local_mem // 2) if plan.caps.local_mem else CHUNKS_LOCAL_MAX
+    if length is None or chunk is None or length * width > budget:
+        raise NotApplicable("a row's chunks do not fit local memory")
+    anchor = outs[0]
+    block, oc, oj = hl.Var("scan_row"), hl.Var("scan_oc"), hl.Var("scan_oj")
+    for o in outs:  # work-item c stores its chunk's points (serially); work-groups over the rows
+        o_rows = [v for v in o.args() if v.name() != axis[0].name()]
+        row = fuse_all(rec, o, o_rows, o.name(), prefix="scan_row") if len(o_rows) > 1 else o_rows[0]
+        rec(o, o.name(), "split", axis[0], oc, oj, chunk, GUARD)
+        rec(o, o.name(), "reorder", oj, oc, row)
+        rec(o, o.name(), "gpu_blocks", row)
+        rec(o, o.name(), "gpu_threads", oc)
+        if o is not anchor:
+            rec(o, o.name(), "compute_with", anchor, oc)
+        block = row
+    for loc, pre in pairs:
+        j, c = loc.args()[:2]
+        rec(loc, loc.name(), "compute_at", anchor, block)
+        rec(loc, loc.name(), "gpu_threads", c)
+        rec(loc.update(0), f"{loc.name()}.update(0)", "gpu_threads", c)
+        rec(loc.update(0), f"{loc.name()}.update(0)", "unroll", loc.rvars(0)[0])  # the chunk's loads in flight
+        rec(pre, pre.name(), "compute_at", anchor, block)
+        rec(pre, pre.name(), "gpu_threads", pre.args()[0])
+        if pre.has_update_definition():  # a serial walk over the chunk totals, on one work-item of the group
+            steps = re.search(rf"^\s*{pre.name().split('$')[0]}_r = hl.RDom\(\[hl.Range\(1, (\d+)\)\]\)", plan.source, re.M)
+            label = f"{pre.name()}.update(0)"
+            if steps and int(steps.group(1)) <= 64:  # the totals' loads from local memory in flight together
+                rec(pre.update(0), label, "unroll", pre.rvars(0)[0])
+            else:
+                rec(pre.update(0), label, "unscheduled")
