@@ -125,6 +125,10 @@ _KNOBS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     # devices, where a scan we cannot lower (a split scan of one long row) falls back to Triton's; "all" also on
     # CPU devices, where Inductor's C++ backend has no scan kernel to fall back to; "off": ATen's scan kernels
     "scan_kernels": (_choice("scan_kernels", SCAN_MODES), "gpu"),
+    # scans of fewer rows than scan.GPU_MIN_ROWS, longer than 32, as chunks scanned in parallel (scan.py _chunked):
+    # "gpu" (CUDA and XPU devices, where one serial work-item per row leaves the device idle), "all" also on CPU
+    # devices (tests: the OpenCL CPU device runs the GPU schedules), "off": one work-item per row everywhere
+    "scan_chunks": (_choice("scan_chunks", SCAN_MODES), "gpu"),
     # GPU targets: the pointwise kernels of a foreach/combo node (an optimizer step) in one launch (combo.py)
     "combo_kernels": (_bool, True),
     # how the sycl target's kernels reach the device (device_binary.py): OpenCL C source built at first launch, or
@@ -225,6 +229,7 @@ cuda_launch: str
 device_checks: bool
 cache_dir: str
 scan_kernels: str
+scan_chunks: str
 device_binary: str
 schedule_overrides: dict[str, int]
 schedule_db: Optional[str]

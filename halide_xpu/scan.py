@@ -16,7 +16,7 @@ from torch._inductor.ops_handler import AddParenHandler
 from torch._inductor.utils import sympy_index_symbol
 from torch._inductor.virtualized import OpsValue, V
 
-from . import sizes
+from . import config, sizes
 
 
 def _text(value: Any) -> str:
@@ -52,11 +52,13 @@ def _acc_type(dtype: torch.dtype) -> str:
 GPU_MIN_ROWS = 4096
 GPU_SHORT_ROW = 32
 CHUNK = 32  # elements of a row one work-item scans serially in the chunked form
-CHUNKED_ON_CPU = False  # the chunked form on CPU devices too (tests: it runs on the OpenCL CPU device)
 
 
 def _too_few_rows(kernel: Any) -> bool:
-    if V.graph.get_current_device_or_throw().type == "cpu" and not CHUNKED_ON_CPU:
+    """Whether the scan takes the chunked form (``config.scan_chunks``): fewer rows than GPU_MIN_ROWS, each longer
+    than GPU_SHORT_ROW."""
+    mode = config.scan_chunks
+    if mode == "off" or (mode == "gpu" and V.graph.get_current_device_or_throw().type == "cpu"):
         return False
     rows = length = 1
     for tree in kernel.range_trees:

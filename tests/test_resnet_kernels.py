@@ -11,7 +11,7 @@ import pytest
 from conftest import opencl_available
 from harvested import lower_to, opencl_equals_host, record
 from halide_xpu.autotune.measure import parse_meta
-from halide_xpu.schedule import gpu_reduction
+from halide_xpu.schedule import gpu_columns
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 from replay_kernel import compile_cuda_twin  # noqa: E402  (H100 caps, no GPU needed)
@@ -66,5 +66,5 @@ def test_one_fused_kernel_as_cuda_twin(key, tmp_path):
 def test_correct_on_opencl(key, monkeypatch, tmp_path):
     """The CUDA kernel's source built for the OpenCL device with its GPU schedules equals the host build."""
     if key in FEW:  # the few-results form on any OpenCL device (its compute units decide what is few)
-        monkeypatch.setattr(gpu_reduction, "FEW_PER_UNIT", 1 << 20)
+        monkeypatch.setattr(gpu_columns, "FEW_PER_UNIT", 1 << 20)
     assert opencl_equals_host(record(key), monkeypatch, tmp_path) == "fused"

@@ -1,5 +1,5 @@
 """Reduction schedules: tunables, the host forms (rows fused per task, in-row rfactor), staged (compute_root) forms
-and the variants tried in order; the GPU forms are in ``gpu_reduction``."""
+and the variants tried in order; the GPU forms are in ``gpu_reduction`` and ``gpu_columns``."""
 from __future__ import annotations
 
 from typing import Callable, Optional
@@ -9,8 +9,8 @@ import halide as hl
 from ..meta import ScheduleSpec
 from . import pointwise
 from .common import GUARD, Plan, Recorder, fuse_all, inner_reduction, primary_output, reduction_extent, total
-from .gpu_reduction import (few_long_rows, gpu_column_reduce, gpu_full_reduce, gpu_fused, gpu_row_reduce,
-                            gpu_row_reduce_split)
+from .gpu_columns import gpu_column_reduce
+from .gpu_reduction import few_long_rows, gpu_full_reduce, gpu_fused, gpu_row_reduce, gpu_row_reduce_split
 
 
 def default_params(gpu: bool, vector_width: int) -> dict[str, int]:
@@ -20,7 +20,7 @@ def default_params(gpu: bool, vector_width: int) -> dict[str, int]:
     CUDA's hardware exp); ``unroll_row`` / ``unroll_span``
     (register partials per work-item), ``unroll_outer`` / ``unroll_full`` (loads in flight), ``vector_outer``,
     ``vector_partials``; ``col_split`` (work-items per column of a short column reduction, 0: automatic,
-    ``gpu_reduction._column_split``); ``fuse_sums`` (independent sums of a split column form read each row in
+    ``gpu_columns._column_split``); ``fuse_sums`` (independent sums of a split column form read each row in
     one pass, 0: a pass each); ``warp_rows`` (CUDA: rows per work-group of one warp each, 0: off,
     ``gpu_warps``); ``single_group_max`` (a reduction to a scalar this short is one work-group of the
     output's kernel); ``tasks_per_core`` (host), ``split``."""

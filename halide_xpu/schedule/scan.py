@@ -63,9 +63,15 @@ def scan_chunks(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     pairs = [(plan.funcs.get(n), plan.funcs.get(n[:-4] + "_pre")) for n in names if n.endswith("_loc")]
     if not plan.caps.gpu or not pairs or len(names) != 2 * len(pairs) or any(b is None for _, b in pairs):
         raise NotApplicable("not a chunked scan")
+    widths = {t.bytes() for loc, pre in pairs for f in (loc, pre) for t in f.types()}
+    if len(widths) > 1:  # mixed widths go to per-launch global scratch (separate_local_widths), which corrupted
+        # the OpenCL CPU device's heap here (cummax of uint8: uint8 values beside int64 indices)
+        raise NotApplicable(f"chunk scans of mixed element widths {sorted(widths)}")
     loc0 = pairs[0][0]
     chunk_names = {v.name() for v in loc0.args()[:2]}  # (j, c): the chunk's position, the chunk
     rows = [v for v in loc0.args() if v.name() not in chunk_names]
+    if not rows:
+        raise NotApplicable("one row: nothing for the work-groups")
     outs = plan.outputs()
     shape = [v.name() for v in outs[0].args()]
     if any([v.name() for v in o.args()] != shape for o in outs):
