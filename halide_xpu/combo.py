@@ -226,21 +226,23 @@ def merge(parts: list[Part], threads: int, vector_bytes: int = 16) -> tuple[Kern
 
 def groups(parts: list[Part]) -> list[list[Part]]:
     """``parts`` split into launches: one per target, up to ``MAX_PARTS`` parts and ``MAX_BUFFERS`` buffers, never a
-    part that reads a buffer another part of its launch writes."""
+    part that reads a buffer another part of its launch writes (each launch's buffers and reads/writes kept as it
+    grows: one check per part and launch)."""
     found: list[list[Part]] = []
+    tallies: list[tuple[tuple, int, set[str], set[str]]] = []  # (target key, buffers, reads, writes) per launch
     for part in parts:
-        for group in found:
-            key = (group[0].meta.target, group[0].meta.halide_target, group[0].meta.device_index)
-            if key != (part.meta.target, part.meta.halide_target, part.meta.device_index) or len(group) >= MAX_PARTS:
+        key = (part.meta.target, part.meta.halide_target, part.meta.device_index)
+        for i, (group, (gkey, buffers, read, written)) in enumerate(zip(found, tallies)):
+            if gkey != key or len(group) >= MAX_PARTS or buffers + len(part.meta.args) > MAX_BUFFERS:
                 continue
-            if sum(len(p.meta.args) for p in group) + len(part.meta.args) > MAX_BUFFERS:
-                continue
-            written = frozenset().union(*(p.writes for p in group))
-            read = frozenset().union(*(p.reads for p in group))
             if part.reads & written or part.writes & (read | written):
                 continue
             group.append(part)
+            read |= part.reads
+            written |= part.writes
+            tallies[i] = (gkey, buffers + len(part.meta.args), read, written)
             break
         else:
             found.append([part])
+            tallies.append((key, len(part.meta.args), set(part.reads), set(part.writes)))
     return found

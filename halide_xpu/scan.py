@@ -3,7 +3,7 @@
 The scan is a Func over the row's dimensions and the scanned one: its pure definition holds each element's values
 (in the accumulator type of eager's scan on that device: fp16/bf16 in fp32, as Triton's do; fp32 in fp64 on CPU), and one update over ``RDom(1, n)`` combines
 the running value at ``r - 1`` with the element at ``r``. The schedule (schedule/scan.py) runs rows in parallel and
-each row's update in order.
+each row's update in order. Few rows of static length take the chunked form (``_chunked``, ``config.scan_chunks``).
 """
 from __future__ import annotations
 
