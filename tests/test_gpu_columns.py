@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import conftest
 import halide_xpu
 from conftest import compile_and_check, opencl_available
 from halide_xpu.schedule import gpu_columns
@@ -22,6 +23,7 @@ def few(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     monkeypatch.setattr(torch._inductor.config, "cpu_backend", "halide_xpu")
     monkeypatch.setattr(halide_xpu.config, "cache_dir", str(tmp_path))
     monkeypatch.setattr(gpu_columns, "FEW_PER_UNIT", 1 << 20)
+    monkeypatch.setitem(conftest._current, "target", "opencl")  # compile_and_check's target (a sycl test may precede)
     torch._dynamo.reset()
     return tmp_path
 
