@@ -194,17 +194,19 @@ def merge(parts: list[Part], threads: int, vector_bytes: int = 16) -> tuple[Kern
         # Halide's bounds inference of the fused loops small (their union over differing bounds grew ~cubically)
         stores.append(f"    hxc = hl.RDom([hl.Range(0, {lanes}), hl.Range(0, {wi}), hl.Range(0, {total})], 'hxc')")
         stores.append(f"    hxc.where(hxc.z >= {block})")
+        stores.append(f"    hxc.where(hxc.z < {block + blocks})")
         stores.append(f"    hxc.where(({item}) * {lanes} < {n})")
         stores.append(f"    hxi = hl.unsafe_promise_clamped(({item}) * {lanes} + hxc.x, 0, {n - 1})")
         stores.append(f"    hxf = part{i}()")
         stores.append("    funcs.update({k: v for k, v in hxf.items() if k.startswith('in_ptr')})")
+        stores.append("    funcs['hx_combo_funcs'].append(hxf)")
         zero_d = not part.meta.loop_vars
         for old in part.order:
             new = renames[old]
             stores.append(f"    funcs[{new!r}] = hx.combo_output(hxf[{new!r}], hxc, hxi, {new!r}, {n}, {zero_d})")
         stores.append(f"    funcs['hx_combo_parts'].append({[renames[o] for o in part.order]!r})")
         block += blocks
-    lines = [header.rstrip("\n"), "", *bodies, _HEADER_END.rstrip("\n"), "    funcs = {'hx_combo_parts': []}", *stores, "    return funcs", ""]
+    lines = [header.rstrip("\n"), "", *bodies, _HEADER_END.rstrip("\n"), "    funcs = {'hx_combo_parts': [], 'hx_combo_funcs': []}", *stores, "    return funcs", ""]
     first = parts[0].meta
     # Halide checks a host pointer for outputs an update stores (it copies them to the device first): the glue
     # passes device pointers there

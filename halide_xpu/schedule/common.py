@@ -516,7 +516,8 @@ def separate_local_widths(rec: Recorder) -> None:
     without counting it; slots reused across types sized with truncating division). An int64 count beside
     float32 sums gave garbage, or a crashed process on Intel's OpenCL CPU device. With mixed widths, only the
     4-byte Funcs stay in local memory; the others go to per-launch global scratch (``MemoryType.Heap``)."""
-    stored = {name: f for name, (f, at) in rec.computed_at.items() if at in rec.block_vars}
+    stored = {name: f for name, (f, at) in rec.computed_at.items() if at in rec.block_vars
+              and ("store_in", (hl.MemoryType.Register,)) not in rec.history.get(name, [])}
     widths = {name: {t.bytes() for t in f.types()} for name, f in stored.items()}
     if len(set().union(*widths.values()) if widths else set()) <= 1:
         return

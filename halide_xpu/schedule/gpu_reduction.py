@@ -219,21 +219,64 @@ def _gpu_full(rec: Recorder, plan: Plan, o: hl.Func, spec: ScheduleSpec) -> list
     blk = hl.Var(f"{anchor.name() if anchor is not None else o.name()}_blk")
     together = [t for t in units if t is not anchor]
     beside = wider if anchor is not None and short else []
+    # every reduction a short sum that only the single-point outputs read: those outputs and the sums inside a
+    # loop of one work-item, so the sums are registers and an unrolled sum's loads are in flight together (at the
+    # work-group level each unrolled step was a one-work-item region between two barriers, a dependent global
+    # round trip each: a loss's four 32-element sums took 20 us on the H200, Triton's kernel 4.2)
+    spread = {_source_name(t) for t in beside}
+    one = hl.Var(f"{anchor.name()}_one") if anchor is not None and plan.reductions() and all(
+        _short_sum(plan, spec, f) and not plan.readers(_source_name(f), spread) for f in plan.reductions()) else None
     if anchor is not None:  # one work-group for the final combine: the outputs and every reduction's last stage
         for f in [anchor, *together, *beside]:  # beside: one work-item per point
+            on_one = one is not None and all(f is not b for b in beside)
+            if on_one:  # the work-item loop inside the block loop
+                rec(f, f.name(), "split", hl.Var.outermost(), hl.Var.outermost(), one, 1)
             rec(f, f.name(), "split", hl.Var.outermost(), hl.Var.outermost(), blk, 1)
             rec(f, f.name(), "gpu_blocks", blk)
-            if any(f is b for b in beside):
+            if on_one:
+                rec(f, f.name(), "gpu_threads", one)
+            elif any(f is b for b in beside):
                 rec(f, f.name(), "gpu_threads", fuse_all(rec, f, list(f.args()), f.name()) if len(f.args()) > 1
                     else f.args()[0])
             if f is not anchor:
-                rec(f, f.name(), "compute_with", anchor, blk)
-    for f in plan.reductions():
-        gpu_full_reduce(rec, plan, f, spec, (anchor, blk) if anchor is not None else None)
+                rec(f, f.name(), "compute_with", anchor, one if on_one else blk)
+    at = None if anchor is None else (anchor, one if one is not None else blk)
+    shorts = [f for f in plan.reductions() if gpu_full_reduce(rec, plan, f, spec, at)]
+    if one is None:
+        _short_sums_in_registers(rec, plan, shorts, beside)
     done = [anchor, *together, *beside] if anchor is not None else []
     if all(o is not d for d in done):
         pointwise.schedule_output(rec, plan, o, spec)
     return done
+
+
+def _short_sums_in_registers(rec: Recorder, plan: Plan, shorts: list[hl.Func], beside: list[hl.Func]) -> None:
+    """The short sums on the anchor's one work-item kept in registers, where only that work-item reads them (no
+    output beside it, no reduction spread over work-items): stored per work-group, each step was a round trip to
+    local memory, or to global scratch for an int64 count beside float sums (``separate_local_widths``): a loss's
+    four 32-element sums took 20 us on the H200 (Triton's kernel 4.2)."""
+    spread = {_source_name(f) for f in [*beside, *plan.reductions()] if all(f is not s for s in shorts)}
+    for f in shorts:
+        if not plan.readers(_source_name(f), spread):
+            rec(f, f.name(), "store_in", hl.MemoryType.Register)
+
+
+def _short_sum(plan: Plan, spec: ScheduleSpec, f: hl.Func) -> bool:
+    """Whether ``gpu_full_reduce`` sums ``f`` (inside a scalar output's work-group) on one work-item, unrolled."""
+    ext = reduction_size(plan)
+    return f.has_update_definition() and ext is not None and ext < 4 * _full_wg(plan, spec, ext)
+
+
+def _full_wg(plan: Plan, spec: ScheduleSpec, ext: Optional[int]) -> int:
+    """Work-items of ``gpu_full_reduce``'s work-groups: ``wg_full``, fewer for a short reduction (down to a
+    sub-group: a single work-item's serial loop over a local accumulator crashed Intel's OpenCL CPU compiler, its
+    vectorizer, on the sum of a 400-element loss)."""
+    wg_full = spec.get("wg_full", 512)
+    return wg_full if ext is None else max(plan.min_wg, min(wg_full, pow2_floor(max(ext // 4, 1))))
+
+
+def _source_name(f: hl.Func) -> str:
+    return f.name().split("$")[0]
 
 
 SHORT_UNROLL = 64  # a scalar reduction this short on one work-item is unrolled whole (longer: 8 steps at a time)
@@ -251,17 +294,15 @@ def _unit(plan: Plan, f: hl.Func) -> bool:
 
 
 def gpu_full_reduce(rec: Recorder, plan: Plan, f: hl.Func, spec: ScheduleSpec,
-                    at: Optional[tuple[hl.Func, hl.Var]] = None) -> None:
+                    at: Optional[tuple[hl.Func, hl.Var]] = None) -> bool:
     """One reduction to a scalar (``_gpu_full``'s kernels): its last stage inside ``at`` (the scalar output's
     work-group), else in kernels of its own (the staged form: was one work-item over the whole domain, BERT's
-    masked-LM loss sum over 4096 gathered rows took 2.1 ms on the H100). A domain of several RVars is fused."""
-    wg_full = spec.get("wg_full", 512)
+    masked-LM loss sum over 4096 gathered rows took 2.1 ms on the H100). A domain of several RVars is fused.
+    Returns whether it is a short sum on ``at``'s one work-item."""
     width = spec.get("fold_full", 32)
     scalar = at is not None
     ext = reduction_size(plan)
-    # short reductions still get a work-group (down to a sub-group): a single work-item's serial loop over a
-    # local accumulator crashed Intel's OpenCL CPU compiler (its vectorizer, on the sum of a 400-element loss)
-    wg = wg_full if ext is None else max(plan.min_wg, min(wg_full, pow2_floor(max(ext // 4, 1))))
+    wg = _full_wg(plan, spec, ext)
     unroll = spec.get("unroll_full", 4)
     vec = spec.get("vector_full", 4) if plan.gpu_vectors else 1
     # a short reduction to a scalar is one work-group in the output's kernel: a second launch costs more than
@@ -336,6 +377,7 @@ def gpu_full_reduce(rec: Recorder, plan: Plan, f: hl.Func, spec: ScheduleSpec,
             rec(f.update(), lbl, "split", r, ro, ri, 8, GUARD)
             r = ri
         rec(f.update(), lbl, "unroll", r)
+        return True
     if not scalar:
         rec(f, name, "gpu_single_thread")
         if f.has_update_definition():
