@@ -152,16 +152,13 @@ def _lanes(part: Part, vector_bytes: int) -> int:
     return max(1, vector_bytes // widest)
 
 
-PER_ITEM = 4  # vectors each work-item stores per output (unrolled)
-
-
 def merge(parts: list[Part], threads: int, vector_bytes: int = 16,
-          per_item: int = PER_ITEM) -> tuple[KernelMeta, str, tuple[str, ...]]:
+          per_item: int = 1) -> tuple[KernelMeta, str, tuple[str, ...]]:
     """One kernel of ``parts``: (metadata, source, the wrapper's argument expressions). Each work-item stores
-    ``per_item`` vectors of each output of its part, a work-group's vectors contiguous (coalesced) for each of them:
-    its fixed cost (every part's buffer arguments loaded and converted, the part's 0-d values such as AdamW's
-    float64-exact ``pow(beta, step)``) was paid for one vector of 4 points, and ResNet-18's AdamW step took 161 us
-    on the H200 (Triton's 97)."""
+    ``per_item`` vectors of each output of its part (``config.combo_per_item``), a work-group's vectors contiguous
+    (coalesced) for each of them, which spreads its fixed cost (every part's buffer arguments loaded, the part's 0-d
+    values such as AdamW's float64-exact ``pow(beta, step)``) over more points. H200, ResNet-18's AdamW step (24
+    parts, Triton's foreach kernels 97 us): 161 us at 1, 186 us at 4 (benchmarks/bench_combo.py)."""
     counters = {"in_ptr": 0, "out_ptr": 0}
     args, call_args, pair_names, inplace = [], [], [], []
     out_args, out_calls = [], []

@@ -54,6 +54,13 @@ def _bool(value: Any) -> bool:
     return bool(value)
 
 
+def _positive_int(value: Any) -> int:
+    number = int(value)
+    if number < 1:
+        raise ValueError(f"expected a positive integer, got {value!r}")
+    return number
+
+
 def _overrides(value: Any) -> dict[str, int]:
     """``"wg=256,vector=4"`` or a dict → {name: int}: forces schedule tunables (for tuning by hand or script)."""
     if isinstance(value, dict):
@@ -131,6 +138,8 @@ _KNOBS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "scan_chunks": (_choice("scan_chunks", SCAN_MODES), "gpu"),
     # GPU targets: the pointwise kernels of a foreach/combo node (an optimizer step) in one launch (combo.py)
     "combo_kernels": (_bool, True),
+    # vectors each work-item of a combo kernel stores per output (combo.merge; benchmarks/bench_combo.py measures)
+    "combo_per_item": (_positive_int, 1),
     # how the sycl target's kernels reach the device (device_binary.py): OpenCL C source built at first launch, or
     # SPIR-V / native binaries built ahead of launch in child processes and cached on disk
     "device_binary": (_choice("device_binary", DEVICE_BINARIES), "auto"),
@@ -232,6 +241,7 @@ scan_kernels: str
 scan_chunks: str
 device_binary: str
 schedule_overrides: dict[str, int]
+combo_per_item: int
 schedule_db: Optional[str]
 autotune: str
 autotune_budget_s: float

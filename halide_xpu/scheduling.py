@@ -169,7 +169,8 @@ class HalideXpuScheduling(HalideScheduling):
                 continue
             first = group[0].meta
             caps = targets.device_caps(first.target, first.device_type, first.device_index)
-            meta, src_code, call_args = combo.merge(group, min(COMBO_THREADS, caps.max_work_group))
+            meta, src_code, call_args = combo.merge(group, min(COMBO_THREADS, caps.max_work_group),
+                                                    per_item=config.combo_per_item)
             node_schedule = [n for part in group for n in by_part[id(part)][0]]
             name = self._define(src_code, meta, node_schedule)
             emit_call(name, list(call_args), lambda meta=meta: meta)

@@ -43,7 +43,24 @@ def test_adamw_foreach_step_is_one_launch(target, dtype):
     assert not stats.counters["schedule_errors"] and not stats.fallbacks
     built = [l for l in compiler._memory.values() if l.meta.schedule.family == combo.FAMILY]
     assert built and all(l.variant.startswith("combo") for l in built), [l.variant for l in built]
-    # each work-item stores combo.PER_ITEM vectors of its part, unrolled inside the work-item loop
+
+
+
+@pytest.mark.parametrize("per_item", [2, 3])
+def test_vectors_per_work_item(target, per_item, monkeypatch):
+    """``config.combo_per_item``: each work-item stores several vectors of its part (unrolled inside the work-item
+    loop, a work-group's vectors contiguous), a part's last vectors guarded; the same numbers."""
+    if target == "host":
+        pytest.skip("combo kernels are GPU-target kernels")
+    monkeypatch.setattr(halide_xpu.config, "combo_per_item", per_item)
+    compiler._memory.clear()
+    with torch.no_grad():
+        actual = _adamw(torch.float32, True, steps=2)
+        expected = _adamw(torch.float32, False, steps=2)
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e)
+    built = [l for l in compiler._memory.values() if l.meta.schedule.family == combo.FAMILY]
+    assert built and all(l.meta.schedule.get("per_item", 0) == per_item for l in built)
     assert all(any(".unroll(hxc$y)" in line for line in l.schedule) for l in built)
 
 
