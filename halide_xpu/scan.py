@@ -35,6 +35,17 @@ class _CombineOverrides(AddParenHandler):
         return f"hx.maximum({a}, {b})"
 
 
+def _pack(parts: Any, several: bool) -> str:
+    """The text of one scan value: a Tuple of ``parts`` for a scan of several values, else the one part."""
+    return f"hl.Tuple([{', '.join(parts)}])" if several else parts[0]
+
+
+def _combine(kernel: Any, combine_fn: Callable[[tuple, tuple], tuple], left: tuple, right: tuple) -> list[str]:
+    """``combine_fn(left, right)`` as inline text (no CSE inside an update definition)."""
+    with V.set_ops_handler(_CombineOverrides(kernel.overrides())):
+        return [_text(v) for v in combine_fn(left, right)]
+
+
 def _acc_type(dtype: torch.dtype) -> str:
     """The type a scan accumulates in, as eager's scan on the same device does (``at::acc_type``): on CPU tensors
     float32 in float64 (logcumsumexp's backward at inputs of 1e4 on opencl: 3.4e-4 off eager with a float32 running
@@ -102,22 +113,17 @@ def scan(kernel: Any, dtypes: tuple[torch.dtype, ...], combine_fn: Callable[[tup
     def element(i: int, where: dict) -> str:
         return acc.subs_str(where) + (f"[{i}]" if several else "")
 
-    def pack(parts: list[str]) -> str:
-        return f"hl.Tuple([{', '.join(parts)}])" if several else parts[0]
-
     if chunked:
         _chunked(kernel, acc, axis, length, dtypes, spread, combine_fn)
         return _results(kernel, acc, dtypes, several)
     initial = [f"hl.cast({_acc_type(d)}, {v.subs_str(here)})" for d, v in zip(dtypes, spread)]
-    kernel.body.writeline(f"{acc} = {pack([f'hl.cast({_acc_type(d)}, {v})' for d, v in zip(dtypes, spread)])}")
-    with V.set_ops_handler(_CombineOverrides(kernel.overrides())):  # inline text: no CSE inside the update
-        left = tuple(element(i, before) for i in range(len(spread)))
-        # the element at r from its own Func, not from acc[r]: a Tuple update that read acc[r] after storing one of
-        # its elements would see the new value (Halide 21 orders a Tuple update's stores that way under strict_float:
-        # see HalideXpuKernel.welford_combine_impl)
-        right = tuple(initial)
-        combined = [_text(v) for v in combine_fn(left, right)]
-    kernel.body.writeline(f"{acc.subs_str(here)} = {pack(combined)}")
+    kernel.body.writeline(f"{acc} = {_pack([f'hl.cast({_acc_type(d)}, {v})' for d, v in zip(dtypes, spread)], several)}")
+    left = tuple(element(i, before) for i in range(len(spread)))
+    # the element at r from its own Func, not from acc[r]: a Tuple update that read acc[r] after storing one of its
+    # elements would see the new value (Halide 21 orders a Tuple update's stores that way under strict_float: see
+    # HalideXpuKernel.welford_combine_impl)
+    combined = _combine(kernel, combine_fn, left, tuple(initial))
+    kernel.body.writeline(f"{acc.subs_str(here)} = {_pack(combined, several)}")
     kernel.scan_funcs.append(acc.name)
     return _results(kernel, acc, dtypes, several)
 
@@ -159,18 +165,18 @@ def _chunked(kernel: Any, acc: HalideCSEVariable, axis: Any, n: int, dtypes: tup
         return tuple(at(func, inner, f"[{i}]" if several else "") for i in range(len(spread)))
 
     def pack(parts: Any) -> str:
-        return f"hl.Tuple([{', '.join(parts)}])" if several else parts[0]
+        return _pack(parts, several)
 
     def value_at(index: str) -> list[str]:  # the elements at ``index`` (a Python name bound to an Expr)
         where = {axis: sympy_index_symbol(index)}
         return [f"hl.cast({_acc_type(d)}, {v.subs_str(where)})" for d, v in zip(dtypes, spread)]
 
     def combined(left: tuple[str, ...], right: tuple[str, ...]) -> list[str]:
-        with V.set_ops_handler(_CombineOverrides(kernel.overrides())):
-            return [_text(v) for v in combine_fn(left, right)]
+        return _combine(kernel, combine_fn, left, right)
 
     w = kernel.body.writeline
     w(f"{j}, {c} = hl.Var('{j}'), hl.Var('{c}')")
+    w(f"{loc}_len = {L}")  # the chunk's length, for the schedule (schedule/scan.py scan_chunks)
     w(f"{loc} = hl.Func('{loc}')")
     w(f"{loc}_i = hl.min({c} * {L} + {j}, {n - 1})")  # the last chunk's points past the row repeat its end
     w(f"{at(loc, [j, c])} = {pack(value_at(f'{loc}_i'))}")

@@ -197,6 +197,31 @@ def test_short_sums_on_one_work_item(monkeypatch, tmp_path):
         assert not any("store_in" in l for l in lines), lines
 
 
+def _two_loop_sum(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    """A per-channel sum over two loops Inductor cannot merge (N and H*W of an NCHW tensor), read back by every
+    point: ResNet-18's last batch-norm backward beside its pooled mean's gradient."""
+    return x * 3 - torch.where(m, 0.0, x).sum(dim=(0, 2), keepdim=True)
+
+
+def test_two_loop_row_sum_correct(target):
+    torch.manual_seed(0)
+    x = torch.randn(32, 64, 49)
+    compile_and_check(_two_loop_sum, x, x > 1)
+
+
+def test_two_loop_row_sum_spreads_both_loops(monkeypatch, tmp_path):
+    """The row form takes both reduction loops as one domain for its work-items (fused RVars): with the first loop
+    alone (49 points) it used 32 work-items per row, each walking the other loop serially (512 work-groups of 32:
+    18.8 us on the H200, Triton 8.1)."""
+    x = torch.randn(32, 512, 49)
+    twins = _cuda_twins(_two_loop_sum, (x, x > 1), monkeypatch, tmp_path)
+    rows = [lines for _, _, lines, variant in twins if variant.startswith("fused")]
+    assert rows, [t[3] for t in twins]
+    lines = rows[0]
+    assert any(".update().fuse(" in l for l in lines), lines
+    assert any(re.search(r"\.split\(\w+, \w+, \w+, 256,", l) for l in lines), lines
+
+
 def _masked_softmax(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """SDPA's math path: a softmax whose fully masked rows give 0 (``_safe_softmax``: an ``any`` over each row)."""
     return torch.ops.aten._safe_softmax(x + mask, -1)

@@ -61,28 +61,8 @@ def gpu_outer(rec: Recorder, plan: Plan, o: hl.Func, rows: list[hl.Var], spec: S
     # all there is
     few = _few_results(plan, results, ext)
     unchunked = bool(others) or ext is None or ncols is None or ext < 256 or few
-    split = 1
-    if unchunked and results is not None:  # few results (a split column sum's partials, 32 x 768): every compute
-        # unit gets a work-group (256 wide, 96 of the H200's 132 units worked, 6-7x Triton)
-        wg = max(min(plan.min_wg * 2, wg), min(wg, pow2_floor(results // max(plan.caps.parallelism, 1))))
-        if ncols is not None and ncols < wg:  # no idle work-items past the last column (64 of a 256-wide group)
-            wg = max(plan.min_wg, 1 << (ncols - 1).bit_length())
-        split = _column_split(plan, spec, results, ext, wg, few)
-        if few and wg * split > FEW_GROUP:  # narrower work-groups, more of them (64 columns x 784 rows: one
-            # work-group of 8 x 64 work-items was 3x Triton's 1.8 us)
-            wg = max(COLUMN_SECTOR, pow2_floor(FEW_GROUP // split))
-    tail = GUARD
-    if (twins or wide is not None) and ncols is not None and ncols % wg:
-        if plan.tail == SHIFT and ncols >= plan.min_wg:
-            tail, wg = SHIFT, min(wg, pow2_floor(ncols))
-        else:  # an output overwrites an input, or fewer columns than a sub-group: no partial work-group
-            exact = _dividing_work_group(ncols, wg, min(plan.min_wg, ncols, wg))
-            if exact is None:
-                raise NotApplicable(f"outputs computed together over {ncols} columns, no work-group of "
-                                    f"{plan.min_wg}..{wg} divides them, and an output overwrites an input")
-            wg = exact
-    while split > 1 and wg * split > min(1024, plan.caps.max_work_group or 1024):
-        split //= 2
+    fused = bool(twins) or wide is not None
+    wg, split, tail = _outer_group(plan, spec, wg, results if unchunked else None, ext, ncols, few, fused)
     # the wide output's reduced dim on the work-items that share each column (the pooled mean's relu mask: 49
     # stores a column on one work-item of 8), else inside its column's work-item
     spread = wide is not None and split > 1 and sum(plan.is_reduction_var(v) for v in wide.args()) == 1
@@ -178,6 +158,36 @@ def _few_results(plan: Plan, results: Optional[int], ext: Optional[int]) -> bool
     chunk pass with 64 of 256 work-items busy then the chunks' sum, 3x Triton's one)."""
     return (results is not None and ext is not None and results <= FEW_PER_UNIT * max(plan.caps.parallelism, 1)
             and 32 <= ext <= FEW_EXT_MAX)
+
+
+def _outer_group(plan: Plan, spec: ScheduleSpec, wg: int, results: Optional[int], ext: Optional[int],
+                 ncols: Optional[int], few: bool, fused: bool) -> tuple[int, int, hl.TailStrategy]:
+    """``gpu_outer``'s work-group: (work-items across the columns, work-items sharing each column, the columns'
+    tail strategy). ``results``: the results of an unchunked reduction, else None; ``fused``: outputs computed with
+    ``o`` (twins or a wide output)."""
+    split = 1
+    if results is not None:  # few results (a split column sum's partials, 32 x 768): every compute unit gets a
+        # work-group (256 wide, 96 of the H200's 132 units worked, 6-7x Triton)
+        wg = max(min(plan.min_wg * 2, wg), min(wg, pow2_floor(results // max(plan.caps.parallelism, 1))))
+        if ncols is not None and ncols < wg:  # no idle work-items past the last column (64 of a 256-wide group)
+            wg = max(plan.min_wg, 1 << (ncols - 1).bit_length())
+        split = _column_split(plan, spec, results, ext, wg, few)
+        if few and wg * split > FEW_GROUP:  # narrower work-groups, more of them (64 columns x 784 rows: one
+            # work-group of 8 x 64 work-items was 3x Triton's 1.8 us)
+            wg = max(COLUMN_SECTOR, pow2_floor(FEW_GROUP // split))
+    tail = GUARD
+    if fused and ncols is not None and ncols % wg:
+        if plan.tail == SHIFT and ncols >= plan.min_wg:
+            tail, wg = SHIFT, min(wg, pow2_floor(ncols))
+        else:  # an output overwrites an input, or fewer columns than a sub-group: no partial work-group
+            exact = _dividing_work_group(ncols, wg, min(plan.min_wg, ncols, wg))
+            if exact is None:
+                raise NotApplicable(f"outputs computed together over {ncols} columns, no work-group of "
+                                    f"{plan.min_wg}..{wg} divides them, and an output overwrites an input")
+            wg = exact
+    while split > 1 and wg * split > min(1024, plan.caps.max_work_group or 1024):  # the tail's work-group may be
+        split //= 2  # another width than the one the split was chosen for
+    return wg, split, tail
 
 
 def _column_split(plan: Plan, spec: ScheduleSpec, results: Optional[int], ext: Optional[int], wg: int,

@@ -32,15 +32,16 @@ def work_group_per_result(rec: Recorder, f: hl.Func, args: list[hl.Var], wg: int
         place_on_threads(rec, fold[0], [fold[1]], fold[2], (f, urow))
 
 
-def rfactor_across(rec: Recorder, f: hl.Func, wg: int, lanes: int = 1) -> tuple[hl.Func, hl.RVar, hl.Var, hl.RVar]:
+def rfactor_across(rec: Recorder, f: hl.Func, wg: int, lanes: int = 1,
+                   r: Optional[hl.RVar] = None) -> tuple[hl.Func, hl.RVar, hl.Var, hl.RVar]:
     """Split the reduction by ``wg`` (times ``lanes`` adjacent elements each) and rfactor: one partial per
     work-item, each striding over the row. Returns (partials, stride RVar, work-item Var, lane RVar). Unrolled
     lanes (``rec.unroll_lanes``: CUDA, narrow types) are ``wg`` elements apart instead, so each load instruction
-    of a warp reads contiguous memory (see ``pointwise._gpu_strided``)."""
+    of a warp reads contiguous memory (see ``pointwise._gpu_strided``). ``r``: the RVar split (default the first)."""
     name, lbl = f.name(), f"{f.name()}.update()"
     ro, ri, rw, rl = (hl.RVar(f"{name}_{n}") for n in ("ro", "ri", "rw", "rl"))
     u = hl.Var(f"{name}_wi")
-    rec(f.update(), lbl, "split", f.rvars(0)[0], ro, ri, wg * lanes, GUARD)
+    rec(f.update(), lbl, "split", r if r is not None else f.rvars(0)[0], ro, ri, wg * lanes, GUARD)
     if lanes > 1 and rec.unroll_lanes:
         rec(f.update(), lbl, "split", ri, rl, rw, wg, GUARD)
         ri = rw

@@ -27,7 +27,11 @@ def gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     args = list(o.args())
     in_row = [v for v in args if plan.is_reduction_var(v)]
     rows = [v for v in args if not plan.is_reduction_var(v)]
-    ext = reduction_extent(plan, o)
+    # a reduction over several loops (a channels-last batch-norm backward beside a pooled mean's: 49 x 32 per
+    # channel) is one domain for the work-items: the first loop alone gave 32 work-items per row, each walking the
+    # other loop serially (512 work-groups of 32: 18.8 us on the H200, Triton 8.1)
+    several = sum(v.reduction for v in plan.meta.loop_vars) > 1 and reduction_size(plan) is not None
+    ext = reduction_size(plan) if several else reduction_extent(plan, o)
     if not rows or (not in_row and _unit(plan, o)):  # a loss's (1,)-shaped mean is a scalar too
         together = _gpu_full(rec, plan, o, spec)
         _schedule_others(rec, plan, o, spec, skip=together)
@@ -69,7 +73,7 @@ def gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     for r in per_row:  # its row dims: one, or o's grid
         rec(r, r.name(), "gpu_blocks", *r.args())
         rec(r, r.name(), "compute_with", o, row)
-    reduce_in_rows(rec, plan, (o, row), wg, ext, row_vec, bool(in_row), spec)
+    reduce_in_rows(rec, plan, (o, row), wg, ext, row_vec, bool(in_row), spec, fuse_rvars=several)
     _schedule_others(rec, plan, o, spec, skip=twins + per_row)
 
 
@@ -91,9 +95,10 @@ def row_work_group(plan: Plan, spec: ScheduleSpec, ext: Optional[int], spans_row
 
 
 def reduce_in_rows(rec: Recorder, plan: Plan, at: tuple[hl.Func, hl.Var], wg: int, ext: Optional[int], row_vec: int,
-                   spans_row: bool, spec: ScheduleSpec) -> None:
+                   spans_row: bool, spec: ScheduleSpec, fuse_rvars: bool = False) -> None:
     """Every reduction computed per row at ``at`` by the ``wg`` work-items of its work-group: register partials
-    striding over the row, then an in-group tree. ``spans_row``: the output spans the row (softmax, norms)."""
+    striding over the row, then an in-group tree. ``spans_row``: the output spans the row (softmax, norms).
+    ``fuse_rvars``: a reduction's RVars are fused first (``ext`` is then the whole domain's size)."""
     for f in plan.reductions():
         rec(f, f.name(), "compute_at", *at)
         if not f.has_update_definition() or wg < 2:
@@ -103,7 +108,8 @@ def reduce_in_rows(rec: Recorder, plan: Plan, at: tuple[hl.Func, hl.Var], wg: in
         # 1.11x, but fp16 softmax 1.26x -> 1.42x: on for per-row results, off for rows the output spans
         unroll = 1 if lanes > 1 else spec.get("unroll_span", 0) if spans_row else spec.get("unroll_row", 2)
         steps = -(-ext // (wg * lanes)) if ext is not None else 0
-        part, ro, u, rl = rfactor_across(rec, f, wg, lanes)
+        r = fused_rvar(rec, f) if fuse_rvars and len(f.rvars(0)) > 1 else None
+        part, ro, u, rl = rfactor_across(rec, f, wg, lanes, r)
         serial = register_accumulators(rec, part, ro, u, unroll if steps >= unroll > 1 and steps % unroll == 0 else 1,
                                         (rl, lanes) if lanes > 1 else None)
         place_on_threads(rec, part, serial, u, at)

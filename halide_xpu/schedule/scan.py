@@ -2,7 +2,6 @@
 a chunked scan (halide_xpu/scan.py ``_chunked``) in one kernel, a work-group per row."""
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import halide as hl
@@ -78,8 +77,7 @@ def scan_chunks(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         raise NotApplicable("outputs of different dims")
     axis = [v for v in outs[0].args() if v.name() not in {r.name() for r in rows}]
     length = plan.var_extent(outs[0], axis[0]) if len(axis) == 1 else None
-    found = re.search(rf"^\s*{names[0]}_r = hl.RDom\(\[hl.Range\(1, (\d+)\)\]\)", plan.source, re.M)
-    chunk = int(found.group(1)) + 1 if found else None  # the chunk's serial steps, plus its first point
+    chunk = plan.funcs.get(f"{names[0]}_len")  # an int the algorithm defines beside the chunk's Funcs
     width = sum(t.bytes() for loc, _ in pairs for t in loc.types())
     budget = min(CHUNKS_LOCAL_MAX, plan.caps.local_mem // 2) if plan.caps.local_mem else CHUNKS_LOCAL_MAX
     if length is None or chunk is None or length * width > budget:
@@ -105,9 +103,9 @@ def scan_chunks(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         rec(pre, pre.name(), "compute_at", anchor, block)
         rec(pre, pre.name(), "gpu_threads", pre.args()[0])
         if pre.has_update_definition():  # a serial walk over the chunk totals, on one work-item of the group
-            steps = re.search(rf"^\s*{pre.name().split('$')[0]}_r = hl.RDom\(\[hl.Range\(1, (\d+)\)\]\)", plan.source, re.M)
+            steps = -(-length // chunk) - 1  # the chunks after the first
             label = f"{pre.name()}.update(0)"
-            if steps and int(steps.group(1)) <= 64:  # the totals' loads from local memory in flight together
+            if steps <= 64:  # the totals' loads from local memory in flight together
                 rec(pre.update(0), label, "unroll", pre.rvars(0)[0])
             else:
                 rec(pre.update(0), label, "unscheduled")
