@@ -66,14 +66,20 @@ def gpu_outer(rec: Recorder, plan: Plan, o: hl.Func, rows: list[hl.Var], spec: S
     # the wide output's reduced dim on the work-items that share each column (the pooled mean's relu mask: 49
     # stores a column on one work-item of 8), else inside its column's work-item
     spread = wide is not None and split > 1 and sum(plan.is_reduction_var(v) for v in wide.args()) == 1
+    across = spread and _stride_one_along_reduced(plan, wide) and wg % split == 0 and wg > split
     for f in [o, *twins, *([wide] if wide is not None else [])]:  # the loops of o, named as o's (compute_with
         # matches them by name)
-        rec(f, f.name(), "gpu_tile", x, bx, tx, wg, tail)
+        if f is wide and across:
+            _wide_across(rec, plan, f, x, bx, tx, wg, split, tail, label)
+        else:
+            rec(f, f.name(), "gpu_tile", x, bx, tx, wg, tail)
         y = None
         if others:
             y = fuse_all(rec, f, others, f.name(), f"{label}_row") if len(others) > 1 else others[0]
             rec(f, f.name(), "gpu_blocks", y)
-        if f is wide and spread:
+        if f is wide and across:
+            rec(f, f.name(), "compute_with", o, bx)
+        elif f is wide and spread:
             r = next(v for v in wide.args() if plan.is_reduction_var(v))
             ro, ri = hl.Var(f"{label}_wro"), hl.Var(f"{label}_wri")
             rec(f, f.name(), "split", r, ro, ri, split, GUARD)
@@ -158,6 +164,34 @@ def _few_results(plan: Plan, results: Optional[int], ext: Optional[int]) -> bool
     chunk pass with 64 of 256 work-items busy then the chunks' sum, 3x Triton's one)."""
     return (results is not None and ext is not None and results <= FEW_PER_UNIT * max(plan.caps.parallelism, 1)
             and 32 <= ext <= FEW_EXT_MAX)
+
+
+def _stride_one_along_reduced(plan: Plan, wide: hl.Func) -> bool:
+    """Whether ``wide``'s buffer is stride-1 along its reduced dim (an NCHW relu mask beside a channels-last
+    pooled mean)."""
+    spec = plan.out_specs.get(wide.name().split("$")[0])
+    args = list(wide.args())
+    reduced = [i for i, v in enumerate(args) if plan.is_reduction_var(v)]
+    return spec is not None and len(reduced) == 1 and len(spec.stride) == len(args) and spec.stride[reduced[0]] == "1"
+
+
+def _wide_across(rec: Recorder, plan: Plan, f: hl.Func, x: hl.Var, bx: hl.Var, tx: hl.Var, wg: int, split: int,
+                 tail: hl.TailStrategy, label: str) -> None:
+    """The wide output's loops where its buffer is stride-1 along the reduced dim: the same work-group shape as
+    the column sums (``wg`` x ``split``), but each sub-group's work-items take ``split`` consecutive points of the
+    reduced dim for ``wg / split`` columns, so a store instruction covers a few runs of consecutive bytes, not one
+    byte per column (ResNet-18's pooled mean beside its NCHW relu mask: 13.2 us on the H200, Triton 4.9)."""
+    r = next(v for v in f.args() if plan.is_reduction_var(v))
+    ro, ri = hl.Var(f"{label}_wro"), hl.Var(f"{label}_wri")
+    txo, txi, t = hl.Var(f"{label}_wxo"), hl.Var(f"{label}_wxi"), hl.Var(f"{label}_wt")
+    name = f.name()
+    rec(f, name, "split", x, bx, tx, wg, tail)
+    rec(f, name, "split", tx, txo, txi, wg // split, GUARD)
+    rec(f, name, "split", r, ro, ri, split, GUARD)
+    rec(f, name, "reorder", ro, ri, txi, txo, bx)
+    rec(f, name, "fuse", ri, txi, t)
+    rec(f, name, "gpu_blocks", bx)
+    rec(f, name, "gpu_threads", t, txo)
 
 
 def _outer_group(plan: Plan, spec: ScheduleSpec, wg: int, results: Optional[int], ext: Optional[int],
