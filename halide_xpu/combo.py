@@ -3,12 +3,12 @@
 An optimizer's foreach step is one small kernel per parameter (BERT: 42 launches of AdamW's update, 42 more of the
 step counters; Triton's combo kernel is one launch each). Here each part keeps its own algorithm (its source, the
 arguments renamed apart) and every output of every part becomes an update over a 4-D RDom ``hxc``: lanes, vectors
-per work-item, work-items and blocks (the loops' order). The blocks of all parts are laid end to end, and each part's RDom spans all of them
-with a predicate for its own (one set of loop bounds for every update). Halide fuses the updates' block and
-work-item loops (``compute_with``), so a work-group computes one part, its work-items ``per_item`` vectors of
-``lanes`` points each, and a part's outputs are stored in an order in which no store overwrites what a later store
-of the same work-item still reads (an in-place optimizer update). The stores go through ``hx.row_index`` so that
-every block RVar is of one kind (``gpu_scatter`` does the same)."""
+per work-item, work-items and blocks (the loops' order). The blocks of all parts are laid end to end, and each
+part's RDom spans all of them with a predicate for its own (one set of loop bounds for every update). Halide fuses
+the updates' block and work-item loops (``compute_with``), so a work-group computes one part, its work-items
+``per_item`` vectors of ``lanes`` points each, and a part's outputs are stored in an order in which no store
+overwrites what a later store of the same work-item still reads (an in-place optimizer update). The stores go
+through ``hx.row_index`` so that every block RVar is of one kind (``gpu_scatter`` does the same)."""
 from __future__ import annotations
 
 import dataclasses
@@ -224,7 +224,8 @@ def merge(parts: list[Part], threads: int, vector_bytes: int = 16,
         loop_vars=(),
         outputs=tuple(a.name for a in out_args),
         reductions=(),
-        schedule=ScheduleSpec(FAMILY, (("blocks", block), ("parts", len(parts)), ("per_item", per_item), ("wg", threads))),
+        schedule=ScheduleSpec(FAMILY, (("blocks", block), ("parts", len(parts)), ("per_item", per_item),
+                                       ("wg", threads))),
         snapshots=(),
         inplace=tuple(inplace),
         pairs=tuple(pair_names),

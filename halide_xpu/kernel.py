@@ -1,11 +1,10 @@
 """Inductor kernel → Halide algorithm source (no schedule inside) plus a ``KernelMeta`` for compiling and calling."""
 from __future__ import annotations
 
-import functools
 import itertools
 import logging
 import re
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import sympy
 import torch
@@ -14,14 +13,16 @@ from torch._inductor.codegen.halide import (DimensionInfo, HalideCSEVariable, Ha
                                             halide_type)
 from torch._inductor.utils import IndentedBuffer
 from torch.utils._ordered_set import OrderedSet
-from torch.utils._sympy.symbol import SymT, free_symbol_is_type
-from torch._inductor.virtualized import V, ops
+from torch._inductor.virtualized import V
 from torch.utils._sympy.functions import Identity
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
 
-from . import config, sizes, stats, welford
-from .meta import DEVICE_CHECK_INDEX, STORAGE_SUFFIX, ArgSpec, KernelMeta, LoopVar
+from . import config, sizes
+from .kernel_checks import DeviceChecks
+from .kernel_reductions import ReductionLowering
+from .wrapper_calls import emit_call
+from .meta import STORAGE_SUFFIX, ArgSpec, KernelMeta, LoopVar
 from .overrides import HalideXpuOverrides
 from .schedule import default_spec
 from .target import targets
@@ -87,7 +88,7 @@ class HalideXpuPrinter(HalidePrinter):
         return f"{V.kernel.index_dtype}.min()"
 
 
-class HalideXpuKernel(HalideKernel):
+class HalideXpuKernel(DeviceChecks, ReductionLowering, HalideKernel):
     """Upstream ``HalideKernel`` translation; our own source format, metadata, schedule spec and call."""
 
     overrides = HalideXpuOverrides  # type: ignore[assignment]
@@ -111,66 +112,6 @@ class HalideXpuKernel(HalideKernel):
         whole = [tree.lookup(sympy.S.One, tree.numel).symbol() for tree in self.range_trees]
         super().finalize_indexing([*indices, *whole])
 
-    def check_bounds(self, expr: Any, size: Any, lower: bool, upper: bool) -> None:  # type: ignore[override]
-        """An index Inductor computed from loop variables (index propagation: ``embedding(arange(3) - 1)``) that it
-        could not prove in range: on the host target the next load (or store) of the kernel requires it in
-        ``[0, size)``, so an out-of-range index raises as in eager and Inductor's C++ instead of reading outside the
-        buffer; device kernels record it as a device check (``device_check``). Indirect indices (loaded values)
-        are checked by ``halide_clamp``."""
-        if not (lower or upper) or free_symbol_is_type(expr, SymT.TMP):
-            return
-        if self.target_name() != "host" and not (self.device_checks_enabled() or self.cuda_checks_enabled()):
-            return
-        from torch._inductor.virtualized import ops
-
-        value = ops.index_expr(expr, torch.int64)
-        value = getattr(value, "value", value)  # the CSE variable inside an OpsValue
-        # inside a masked load (ops.masked: padding, reflection backward) the index only has to be valid where the
-        # mask holds: Halide evaluates both sides of the select that applies the mask
-        self._pending_checks.append((value, self.kexpr(self.rename_indexing(size)), self._load_mask))
-
-    def _attach_checks(self, value: Any) -> Any:
-        """``value`` behind ``hl.require`` of every pending bounds check (see ``check_bounds``)."""
-        checks, self._pending_checks = self._pending_checks, []
-        for index, size, mask in checks:
-            mask_dims = (getattr(mask, "used_dims", None) or ()) if mask is not None else ()
-            dims = self.sort_used_dims(OrderedSet((*(getattr(value, "used_dims", None) or ()), *index.used_dims, *mask_dims)))
-            result = self.newfunc(dims)
-            ok = f"({index} >= 0) & ({index} < hl.cast({index.name}.type(), {size}))"
-            if mask is not None:
-                ok = f"hl.select({mask}, {ok}, hl.cast(hl.Bool(), 1))"
-            if self.cuda_checks_enabled():  # a device-side assert where the check fails (hx.index_checked)
-                self.body.writeline(f"{result} = hx.index_checked({value}, {ok})")
-                value = result
-                continue
-            if self.target_name() != "host":  # over the index's (and mask's) dims only, not the value's
-                self.device_check(ok, (*index.used_dims, *mask_dims), DEVICE_CHECK_INDEX)
-                continue
-            self.body.writeline(f"{result} = hl.require({ok}, {value}, {index}, hl.Expr(-1), {size})")
-            value = result
-        return value
-
-    def device_checks_enabled(self) -> bool:
-        """Whether this device kernel checks its indices and integer divisors (``config.device_checks``): on CPU
-        tensors (the opencl and sycl targets) and XPU tensors, where eager raises. CUDA is left out: eager CUDA
-        asserts asynchronously, and the error word's read-back would break CUDA graph capture."""
-        if self.target_name() == "host" or not config.device_checks:
-            return False
-        return V.graph.get_current_device_or_throw().type in ("cpu", "xpu")
-
-    def cuda_checks_enabled(self) -> bool:
-        """Whether this CUDA kernel asserts on the device where an index it checks is out of range
-        (``config.device_checks``; ``hx.index_checked``): eager CUDA and Triton raise there too."""
-        return self.target_name() == "cuda" and config.device_checks
-
-    def device_check(self, ok: str, dims: Any, code: int) -> None:
-        """Device kernels cannot raise: a Func ``select(ok, 0, code)`` over ``dims`` that the kernel's check pipeline
-        (``hx_error`` in the source, built and launched before the kernel by compiler.py) reduces into an error
-        word; the glue reads it back and fails the call with ``code``'s message (meta.DEVICE_CHECK_MESSAGES)."""
-        check = self.newfunc(self.sort_used_dims(OrderedSet(dims or ())))
-        self.body.writeline(f"{check} = hx.device_check({ok}, {code})")
-        self.device_checks.append(check)
-
     def store(self, name: str, index: Any, value: Any, mode: Any = None) -> None:  # type: ignore[override]
         """Upstream leaves an indirect or accumulating store's other elements undefined (``hl.undef``): the output
         buffer keeps what it holds there, so device targets must start from the buffer's contents (compiler.py)."""
@@ -192,70 +133,6 @@ class HalideXpuKernel(HalideKernel):
 
     def is_indirect_indexing(self, index: Any) -> bool:  # type: ignore[override]
         return getattr(self, "_store_over_domain", False) or super().is_indirect_indexing(index)
-
-    def reduction(self, dtype, src_dtype, reduction_type, value):  # type: ignore[override]
-        if reduction_type in ("argmax", "argmin") and self.reduction_renames and not isinstance(value, tuple):
-            result = self._arg_reduction(src_dtype, reduction_type, value)
-        elif dtype == torch.bool and reduction_type in ("any", "max", "min") and not isinstance(value, tuple):
-            return self._bool_reduction(reduction_type, value)  # its int32 accumulator is the reduction Func
-        else:
-            result = super().reduction(dtype, src_dtype, reduction_type, value)
-        for var in result if isinstance(result, tuple) else (result,):
-            if isinstance(var, HalideCSEVariable) and var.name not in self.reduction_funcs:
-                self.reduction_funcs.append(var.name)
-        return result
-
-    def welford_reduce_fallback(self, dtype: torch.dtype, value: Any) -> tuple[Any, Any, Any]:
-        return welford.reduce(self, dtype, value)
-
-    def welford_combine_impl(self, mean: Any, m2: Any, weight: Any) -> tuple[Any, Any, Any]:
-        return welford.combine(self, mean, m2, weight)
-
-    def _bool_reduction(self, reduction_type: str, value: Any) -> Any:
-        """any / max / min of bools as an int32 max / min of 0 and 1, tested ``> 0`` (an empty any is False, an
-        empty min True): a 1-byte accumulator beside 4-byte ones sent every work-group's partials to global
-        scratch (``separate_local_widths``; BERT's masked softmax: the ``any`` of ``_safe_softmax``)."""
-        cache_key = (torch.bool, reduction_type, value)
-        if cache_key in self.cse.reduction_cache:
-            return self.cse.reduction_cache[cache_key]
-        wide = self.genfunc(f"hl.cast(hl.Int(32), {value})", value.used_dims, shape=value.shape)
-        acc = super().reduction(torch.int32, torch.int32, "min" if reduction_type == "min" else "max", wide)
-        if acc.name not in self.reduction_funcs:
-            self.reduction_funcs.append(acc.name)
-        result = self.genfunc(f"{acc} > 0", acc.used_dims, shape=acc.shape)
-        self.cse.reduction_cache[cache_key] = result
-        return result
-
-    def _arg_reduction(self, src_dtype: torch.dtype, reduction_type: str, value: Any) -> Any:
-        """argmax/argmin as two reductions that GPU schedules can split across work-items (upstream's inline
-        ``hl.argmax`` cannot be rfactor'd): the row's max/min (NaN wins, as in torch), then the first index holding
-        it (a min over indices; NaN rows match their first NaN). Same results as torch, ties included."""
-        cache_key = (src_dtype, reduction_type, value)
-        if cache_key in self.cse.reduction_cache:
-            return self.cse.reduction_cache[cache_key]
-        best = super().reduction(src_dtype, src_dtype, "max" if reduction_type == "argmax" else "min", value)
-        if best.name not in self.reduction_funcs:
-            self.reduction_funcs.append(best.name)
-        # over several reduction dims (upstream's inline hl.argmax left the result unwritten on GPU targets) the
-        # index is the flattened one, the first dim fastest, as in upstream and torch
-        reduction_vars = set(self.reduction_renames)
-        result = self.newfunc([v for v in value.used_dims if v not in reduction_vars])
-        if reduction_vars - set(value.used_dims):
-            value = self.genfunc(f"{value}", self.sort_used_dims({*value.used_dims, *reduction_vars}), shape=value.shape)
-        v = value.subs_str(self.reduction_renames)
-        terms, scale = [], sympy.S.One
-        for sym, rvar in self.reduction_renames.items():
-            terms.append(f"hl.cast(hl.Int(32), {rvar}) * {self.kexpr(self.rename_indexing(scale))}")
-            scale = scale * self.halide_vars[sym]
-        rvar = " + ".join(terms)
-        extent = self.kexpr(self.rename_indexing(scale))
-        match = f"({v} == {best})"
-        if src_dtype.is_floating_point:
-            match = f"({match} | (hl.is_nan({v}) & hl.is_nan({best})))"
-        self.body.writeline(f"{result} = hl.cast(hl.Int(32), {extent})")
-        self.body.writeline(f"{result} = hl.min({result}, hl.select({match}, hl.cast(hl.Int(32), {rvar}), hl.cast(hl.Int(32), {extent})))")
-        self.cse.reduction_cache[cache_key] = result
-        return result
 
     def apply_offset_to_dimension(self, dims, offset):  # type: ignore[override]
         """Upstream folds a constant offset into a dim's index; grow that dim's extent so bounds checks hold: to the
@@ -656,28 +533,6 @@ class HalideXpuKernel(HalideKernel):
             code.writeline("return locals()")
         return code.getvalue()
 
-    def _codegen_error_word(self, code: IndentedBuffer) -> None:
-        """``hx_error``: 0, then the largest code of every device check over its domain (only where one fails: the
-        RDom's ``where``), the one output of the kernel's check pipeline (compiler.build)."""
-        if not self.device_checks:
-            return
-        code.writeline("# device checks: the error word the glue reads back (HalideXpuKernel.device_check)")
-        code.writeline("hx_error = hl.Func(hl.Int(32), 1, 'hx_error')")
-        code.writeline("hx_error[hl.Var('hx_e')] = hl.cast(hl.Int(32), 0)")
-        code.writeline(f"hx_error_checks = [{', '.join(c.name for c in self.device_checks)}]")
-        for i, check in enumerate(self.device_checks):
-            dims = list(check.used_dims or ())
-            if not dims:
-                code.writeline(f"hx_error[0] = hl.max(hx_error[0], {check.name}[()])")
-                continue
-            extents = [self.kexpr(self.rename_indexing(self.halide_vars[d])) for d in dims]
-            ranges = ", ".join(f"hl.Range(0, {e})" for e in extents)
-            # clamped: Halide 21's bounds inference of a GuardWithIf-split RVar takes the whole last tile (see load)
-            point = f"{check.name}[{', '.join(f'hl.clamp(hx_check{i}[{j}], 0, ({e}) - 1)' for j, e in enumerate(extents))}]"
-            code.writeline(f"hx_check{i} = hl.RDom([{ranges}])")
-            code.writeline(f"hx_check{i}.where({point} != 0)")
-            code.writeline(f"hx_error[0] = hl.max(hx_error[0], {point})")
-
     # ---------------------------------------------------------------- call
     def call_kernel(self, name: str, node: Any = None, deallocate_ws: bool = True) -> None:
         if name.startswith(COMBO_PART):  # a part of a combo kernel: the scheduling calls the combined kernel
@@ -690,57 +545,3 @@ class HalideXpuKernel(HalideKernel):
 
 
 COMBO_PART = "hx_combo_part_"  # placeholder name of a kernel that a combo kernel will run (scheduling.py)
-
-
-def emit_call(name: str, call_args: list[str], meta: Callable[[], KernelMeta]) -> None:
-    """Writes the wrapper's call of kernel ``name`` (``meta``: its metadata, asked for only where needed)."""
-    wrapper = V.graph.wrapper_code
-    device = V.graph.get_current_device_or_throw()
-    # for cuda/xpu the wrapper itself appends torch's current raw stream as the last argument
-    if V.graph.cpp_wrapper and device.type != "cpu":
-        # the call line written here: Inductor's GPU C++ wrapper writes non-Triton calls as members of its
-        # kernel table in some torch versions (2.11: ``kernels.name(...)``, which our functions are not)
-        from .cpp_wrapper import call_line
-
-        stream = "stream" if V.graph.aot_mode else _raw_stream(wrapper, device)
-        host = frozenset(i for i, n in enumerate(call_args) if _on_host(n))
-        wrapper.writeline(call_line(name, call_args, meta(), stream, host))
-    elif device.type == "xpu" and not _wrapper_calls_xpu_kernels():
-        # torch <= 2.11 writes non-Triton GPU kernel calls for cuda only ("device xpu nyi"): same line by hand
-        wrapper.writeline(f"{name}.{name}({', '.join(call_args)}, c_void_p({_raw_stream(wrapper, device)}))")
-    elif V.graph.cpp_wrapper:
-        from .cpp_wrapper import arg_types
-
-        wrapper.generate_kernel_call(name, call_args, device=device, triton=False, arg_types=arg_types(meta()))
-    else:
-        wrapper.generate_kernel_call(name, call_args, device=device, triton=False)
-    stats.record_kernel(name)
-
-
-def _on_host(name: str) -> bool:
-    """Whether buffer or graph input ``name`` is a CPU tensor (one a GPU kernel reads: a 0-d CPU tensor)."""
-    buf = V.graph.try_get_buffer(name)
-    device = buf.get_device() if buf is not None else None
-    return device is not None and device.type == "cpu"
-
-
-def _raw_stream(wrapper: Any, device: torch.device) -> str:
-    """The wrapper's variable holding torch's current raw stream of ``device`` (written once per graph)."""
-    try:
-        return wrapper.write_get_raw_stream(device.index, V.graph.name)
-    except TypeError:  # torch <= 2.11 takes the graph
-        return wrapper.write_get_raw_stream(device.index, V.graph)
-
-
-@functools.lru_cache(maxsize=None)
-def _wrapper_calls_xpu_kernels() -> bool:
-    """Whether this torch's wrapper codegen emits non-Triton kernel calls (with the raw stream) for xpu."""
-    import inspect
-
-    from torch._inductor.codegen.wrapper import PythonWrapperCodegen
-
-    try:
-        source = inspect.getsource(PythonWrapperCodegen._generate_kernel_call_helper)
-    except (OSError, TypeError, AttributeError):
-        return False
-    return '"xpu"' in source

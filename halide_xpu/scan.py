@@ -117,11 +117,12 @@ def scan(kernel: Any, dtypes: tuple[torch.dtype, ...], combine_fn: Callable[[tup
         _chunked(kernel, acc, axis, length, dtypes, spread, combine_fn)
         return _results(kernel, acc, dtypes, several)
     initial = [f"hl.cast({_acc_type(d)}, {v.subs_str(here)})" for d, v in zip(dtypes, spread)]
-    kernel.body.writeline(f"{acc} = {_pack([f'hl.cast({_acc_type(d)}, {v})' for d, v in zip(dtypes, spread)], several)}")
+    start = [f"hl.cast({_acc_type(d)}, {v})" for d, v in zip(dtypes, spread)]
+    kernel.body.writeline(f"{acc} = {_pack(start, several)}")
     left = tuple(element(i, before) for i in range(len(spread)))
     # the element at r from its own Func, not from acc[r]: a Tuple update that read acc[r] after storing one of its
     # elements would see the new value (Halide 21 orders a Tuple update's stores that way under strict_float: see
-    # HalideXpuKernel.welford_combine_impl)
+    # welford.combine)
     combined = _combine(kernel, combine_fn, left, tuple(initial))
     kernel.body.writeline(f"{acc.subs_str(here)} = {_pack(combined, several)}")
     kernel.scan_funcs.append(acc.name)

@@ -193,10 +193,10 @@ def test_fake_xpu_cpp_wrapper_codegen(monkeypatch: pytest.MonkeyPatch, torch_wri
     """Inductor's XPU C++ wrapper calls our kernels' C entry points with torch's current SYCL queue (issue 15), also
     where torch (<= 2.11) writes no non-Triton xpu calls and the Python wrapper's call line is written by hand."""
     monkeypatch.setattr(torch._inductor.config, "xpu_backend", "halide")
-    from halide_xpu import kernel
+    from halide_xpu import wrapper_calls
 
-    kernel._wrapper_calls_xpu_kernels.cache_clear()
-    monkeypatch.setattr(kernel, "_wrapper_calls_xpu_kernels", lambda: torch_writes_xpu_calls)
+    wrapper_calls._wrapper_calls_xpu_kernels.cache_clear()
+    monkeypatch.setattr(wrapper_calls, "_wrapper_calls_xpu_kernels", lambda: torch_writes_xpu_calls)
 
     def model(x, b):
         return torch.softmax(x + b, -1), (x * x).sum()

@@ -1,0 +1,79 @@
+"""Reductions the upstream Halide kernel lowers in forms GPU schedules cannot split (argmax/argmin, bool any/min/
+max) or gets wrong (Welford), lowered as plain reductions (a mixin of ``kernel.HalideXpuKernel``)."""
+from __future__ import annotations
+
+from typing import Any
+
+import sympy
+import torch
+from torch._inductor.codegen.halide import HalideCSEVariable
+
+from . import welford
+
+
+class ReductionLowering:
+    """``reduction`` and the Welford hooks; every reduction Func recorded in ``self.reduction_funcs``."""
+
+    def reduction(self, dtype, src_dtype, reduction_type, value):  # type: ignore[override]
+        if reduction_type in ("argmax", "argmin") and self.reduction_renames and not isinstance(value, tuple):
+            result = self._arg_reduction(src_dtype, reduction_type, value)
+        elif dtype == torch.bool and reduction_type in ("any", "max", "min") and not isinstance(value, tuple):
+            return self._bool_reduction(reduction_type, value)  # its int32 accumulator is the reduction Func
+        else:
+            result = super().reduction(dtype, src_dtype, reduction_type, value)
+        for var in result if isinstance(result, tuple) else (result,):
+            if isinstance(var, HalideCSEVariable) and var.name not in self.reduction_funcs:
+                self.reduction_funcs.append(var.name)
+        return result
+
+    def welford_reduce_fallback(self, dtype: torch.dtype, value: Any) -> tuple[Any, Any, Any]:
+        return welford.reduce(self, dtype, value)
+
+    def welford_combine_impl(self, mean: Any, m2: Any, weight: Any) -> tuple[Any, Any, Any]:
+        return welford.combine(self, mean, m2, weight)
+
+    def _bool_reduction(self, reduction_type: str, value: Any) -> Any:
+        """any / max / min of bools as an int32 max / min of 0 and 1, tested ``> 0`` (an empty any is False, an
+        empty min True): a 1-byte accumulator beside 4-byte ones sent every work-group's partials to global
+        scratch (``separate_local_widths``; BERT's masked softmax: the ``any`` of ``_safe_softmax``)."""
+        cache_key = (torch.bool, reduction_type, value)
+        if cache_key in self.cse.reduction_cache:
+            return self.cse.reduction_cache[cache_key]
+        wide = self.genfunc(f"hl.cast(hl.Int(32), {value})", value.used_dims, shape=value.shape)
+        acc = super().reduction(torch.int32, torch.int32, "min" if reduction_type == "min" else "max", wide)
+        if acc.name not in self.reduction_funcs:
+            self.reduction_funcs.append(acc.name)
+        result = self.genfunc(f"{acc} > 0", acc.used_dims, shape=acc.shape)
+        self.cse.reduction_cache[cache_key] = result
+        return result
+
+    def _arg_reduction(self, src_dtype: torch.dtype, reduction_type: str, value: Any) -> Any:
+        """argmax/argmin as two reductions that GPU schedules can split across work-items (upstream's inline
+        ``hl.argmax`` cannot be rfactor'd): the row's max/min (NaN wins, as in torch), then the first index holding
+        it (a min over indices; NaN rows match their first NaN). Same results as torch, ties included."""
+        cache_key = (src_dtype, reduction_type, value)
+        if cache_key in self.cse.reduction_cache:
+            return self.cse.reduction_cache[cache_key]
+        best = super().reduction(src_dtype, src_dtype, "max" if reduction_type == "argmax" else "min", value)
+        if best.name not in self.reduction_funcs:
+            self.reduction_funcs.append(best.name)
+        # over several reduction dims (upstream's inline hl.argmax left the result unwritten on GPU targets) the
+        # index is the flattened one, the first dim fastest, as in upstream and torch
+        reduction_vars = set(self.reduction_renames)
+        result = self.newfunc([v for v in value.used_dims if v not in reduction_vars])
+        if reduction_vars - set(value.used_dims):
+            value = self.genfunc(f"{value}", self.sort_used_dims({*value.used_dims, *reduction_vars}), shape=value.shape)
+        v = value.subs_str(self.reduction_renames)
+        terms, scale = [], sympy.S.One
+        for sym, rvar in self.reduction_renames.items():
+            terms.append(f"hl.cast(hl.Int(32), {rvar}) * {self.kexpr(self.rename_indexing(scale))}")
+            scale = scale * self.halide_vars[sym]
+        rvar = " + ".join(terms)
+        extent = self.kexpr(self.rename_indexing(scale))
+        match = f"({v} == {best})"
+        if src_dtype.is_floating_point:
+            match = f"({match} | (hl.is_nan({v}) & hl.is_nan({best})))"
+        self.body.writeline(f"{result} = hl.cast(hl.Int(32), {extent})")
+        self.body.writeline(f"{result} = hl.min({result}, hl.select({match}, hl.cast(hl.Int(32), {rvar}), hl.cast(hl.Int(32), {extent})))")
+        self.cse.reduction_cache[cache_key] = result
+        return result
