@@ -197,6 +197,27 @@ def test_short_sums_on_one_work_item(monkeypatch, tmp_path):
         assert not any("store_in" in l for l in lines), lines
 
 
+def _sum_count_and_share(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Two short sums beside a short output that reads only one of them (the sum: it stays where every work-item
+    sees it); the int64 count, read by the single-point outputs only, is a register of their work-item."""
+    s = x.sum()
+    return s, (x > 0).sum(), x / s
+
+
+def test_short_sum_read_beside_correct(target):
+    torch.manual_seed(0)
+    compile_and_check(_sum_count_and_share, torch.rand(32) - 0.25)  # a sum far from 0: x / s keeps its precision
+
+
+def test_short_count_in_a_register_beside_a_shared_sum(monkeypatch, tmp_path):
+    # 48 points, not the 32 above: a module Inductor already loaded in this process would skip the build
+    twins = _cuda_twins(_sum_count_and_share, (torch.randn(48),), monkeypatch, tmp_path)
+    lines = [l for _, _, ls, _ in twins for l in ls]
+    stored = [l for l in lines if ".store_in(" in l]
+    assert len(stored) == 1 and "Register" in stored[0], (stored, [t[3] for t in twins])
+    assert not any("_one" in l for l in lines), lines
+
+
 def _two_loop_sum(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
     """A per-channel sum over two loops Inductor cannot merge (N and H*W of an NCHW tensor), read back by every
     point: ResNet-18's last batch-norm backward beside its pooled mean's gradient."""

@@ -474,6 +474,11 @@ def primary_output(plan: Plan) -> hl.Func:
     return max(outs, key=lambda f: (len(f.args()), -outs.index(f)))
 
 
+def source_name(f: hl.Func) -> str:
+    """``f``'s name in the kernel source (Halide appends ``$n`` to a Func re-created in one process)."""
+    return _UNIQUE_SUFFIX.sub("", f.name())
+
+
 def reduction_extent(plan: Plan, f: hl.Func) -> Optional[int]:
     """Static extent of the kernel's (first) reduction loop, None when symbolic or absent."""
     names = [v.name for v in plan.meta.loop_vars if v.reduction]

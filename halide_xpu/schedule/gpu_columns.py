@@ -8,8 +8,8 @@ import halide as hl
 
 from ..meta import ScheduleSpec
 from .gpu_groups import work_group_per_result
-from .common import (GUARD, SHIFT, NotApplicable, Plan, Recorder, fuse_all, fused_rvar, inner_reduction, pow2_floor, reduction_size,
-                     total)
+from .common import (GUARD, SHIFT, NotApplicable, Plan, Recorder, fuse_all, fused_rvar, inner_reduction, pow2_floor,
+                     reduction_size, source_name, total)
 
 
 MAX_CHUNKS = 1024  # chunks of one column reduction (_column_chunks) summed by one work-item
@@ -169,7 +169,7 @@ def _few_results(plan: Plan, results: Optional[int], ext: Optional[int]) -> bool
 def _stride_one_along_reduced(plan: Plan, wide: hl.Func) -> bool:
     """Whether ``wide``'s buffer is stride-1 along its reduced dim (an NCHW relu mask beside a channels-last
     pooled mean)."""
-    spec = plan.out_specs.get(wide.name().split("$")[0])
+    spec = plan.out_specs.get(source_name(wide))
     args = list(wide.args())
     reduced = [i for i, v in enumerate(args) if plan.is_reduction_var(v)]
     return spec is not None and len(reduced) == 1 and len(spec.stride) == len(args) and spec.stride[reduced[0]] == "1"

@@ -12,7 +12,8 @@ from .gpu_columns import column_beside_wide, gpu_outer
 from .gpu_groups import (place_on_threads, register_accumulators, rfactor_across, rfactor_fold,
                          work_group_per_result)
 from .common import (GRID_YZ_MAX, GUARD, LOCAL_SLACK, NotApplicable, Plan, Recorder, fuse_all, fused_rvar,
-                     inner_reduction, pow2_floor, primary_output, reduction_extent, reduction_size, total)
+                     inner_reduction, pow2_floor, primary_output, reduction_extent, reduction_size, source_name,
+                     total)
 
 
 def gpu_fused(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
@@ -229,9 +230,9 @@ def _gpu_full(rec: Recorder, plan: Plan, o: hl.Func, spec: ScheduleSpec) -> list
     # loop of one work-item, so the sums are registers and an unrolled sum's loads are in flight together (at the
     # work-group level each unrolled step was a one-work-item region between two barriers, a dependent global
     # round trip each: a loss's four 32-element sums took 20 us on the H200, Triton's kernel 4.2)
-    spread = {_source_name(t) for t in beside}
+    spread = {source_name(t) for t in beside}
     one = hl.Var(f"{anchor.name()}_one") if anchor is not None and plan.reductions() and all(
-        _short_sum(plan, spec, f) and not plan.readers(_source_name(f), spread) for f in plan.reductions()) else None
+        _short_sum(plan, spec, f) and not plan.readers(source_name(f), spread) for f in plan.reductions()) else None
     if anchor is not None:  # one work-group for the final combine: the outputs and every reduction's last stage
         for f in [anchor, *together, *beside]:  # beside: one work-item per point
             on_one = one is not None and all(f is not b for b in beside)
@@ -261,9 +262,9 @@ def _short_sums_in_registers(rec: Recorder, plan: Plan, shorts: list[hl.Func], b
     output beside it, no reduction spread over work-items): stored per work-group, each step was a round trip to
     local memory, or to global scratch for an int64 count beside float sums (``separate_local_widths``): a loss's
     four 32-element sums took 20 us on the H200 (Triton's kernel 4.2)."""
-    spread = {_source_name(f) for f in [*beside, *plan.reductions()] if all(f is not s for s in shorts)}
+    spread = {source_name(f) for f in [*beside, *plan.reductions()] if all(f is not s for s in shorts)}
     for f in shorts:
-        if not plan.readers(_source_name(f), spread):
+        if not plan.readers(source_name(f), spread):
             rec(f, f.name(), "store_in", hl.MemoryType.Register)
 
 
@@ -279,10 +280,6 @@ def _full_wg(plan: Plan, spec: ScheduleSpec, ext: Optional[int]) -> int:
     vectorizer, on the sum of a 400-element loss)."""
     wg_full = spec.get("wg_full", 512)
     return wg_full if ext is None else max(plan.min_wg, min(wg_full, pow2_floor(max(ext // 4, 1))))
-
-
-def _source_name(f: hl.Func) -> str:
-    return f.name().split("$")[0]
 
 
 SHORT_UNROLL = 64  # a scalar reduction this short on one work-item is unrolled whole (longer: 8 steps at a time)
