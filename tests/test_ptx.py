@@ -418,3 +418,29 @@ def test_cuda_kernel_library_binds_its_launch_path(tmp_path: Path, halide_launch
         assert halide <= undefined and not direct & undefined, undefined
     else:
         assert direct <= undefined and not halide & undefined, undefined
+
+
+def test_reciprocal_square_root_becomes_one_instruction(tmp_path):
+    """With fast math ``1/sqrt(x)`` (upstream's ``rsqrt``) is one ``rsqrt.approx.f32`` (eager CUDA's ``rsqrtf``,
+    Triton's ``libdevice.rsqrt``): an IEEE square root and a reciprocal per element made bf16 batch-norm kernels
+    instruction-bound. A root also read elsewhere keeps its exact form; without fast math nothing changes."""
+    source = ptx.extract(_cuda_object(tmp_path, lambda e: 1.0 / hl.sqrt(e + 1)).read_bytes())
+    new, counts = ptx.rewrite(source)
+    assert counts["rsqrt"] == new.count("rsqrt.approx.f32") == source.count("sqrt.rn.") > 0
+    assert "rcp." not in new
+    assert ptx.rewrite(source, fast_division=False)[1]["rsqrt"] == 0
+    shared = ptx.extract(_cuda_object(tmp_path, lambda e: hl.sqrt(e) + 1.0 / hl.sqrt(e)).read_bytes())
+    assert ptx.rewrite(shared)[1]["rsqrt"] == 0
+
+
+@pytest.mark.parametrize("between,fused", [
+    ("\tadd.f32 \t%r3, %r1, %r1;\n", True),
+    ("\t@%p1 mov.f32 \t%r1, %r5;\n", False),  # the operand written again
+    ("\tld.global.nc.v2.b32 \t{%r0, %r1}, [%rd1];\n", False),
+    ("$L__BB0_2:\n", False),  # another basic block
+    ("\t@%p1 bra.uni \t$L__BB0_3;\n", False),
+])
+def test_rsqrt_fusion_stays_in_straight_code(between, fused):
+    f = f".visible .entry k(\n){{\n\tsqrt.rn.f32 \t%r2, %r1;\n{between}\trcp.rn.f32 \t%r4, %r2;\n}}\n"
+    out, count = ptx.fuse_rsqrt(f)
+    assert count == int(fused) and ("rsqrt.approx.f32 \t%r4, %r1;" in out) == fused

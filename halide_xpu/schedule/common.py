@@ -178,6 +178,11 @@ class Plan:
                 todo.append(other)
         return False
 
+    @property
+    def defs(self) -> dict[str, tuple[list[str], str]]:
+        """Func name -> (its pure Vars, its definitions' right-hand sides), parsed from the kernel source."""
+        return self._defs
+
     @functools.cached_property
     def _defs(self) -> dict[str, tuple[list[str], str]]:
         """Func name -> (its pure Vars, its definitions' right-hand sides), parsed from the kernel source."""

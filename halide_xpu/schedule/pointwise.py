@@ -26,7 +26,7 @@ def default_params(gpu: bool, vector_width: int) -> dict[str, int]:
         # strided_lanes: H100 sweep (benchmarks/results/NVIDIA_H100_80GB_HBM3/sweep_bf16.md), 16 vs 4 lanes: bf16 gelu
         # 0.78 -> 0.49x Triton, a pad of bf16 logits 1.77 -> 1.64x, a bf16 scale 0.95 -> 0.96x
         return {"vector": 4, "wg": 256, "tile": 64, "unroll_tile": 1, "unroll": 1, "strided": 1, "strided_lanes": 16,
-                "stage_lanes": 1, "staged_lanes": 8, "scalar_hoist": 1, "pairs": 1}
+                "stage_lanes": 1, "staged_lanes": 8, "scalar_hoist": 1, "pairs": 1, "hoist_rows": 4}
     return {"vector": vector_width, "tasks_per_core": 4, "min_chunk": 4096}
 
 
@@ -63,11 +63,90 @@ def schedule_output(rec: Recorder, plan: Plan, out: hl.Func, spec: ScheduleSpec)
         inputs = plan.lane_inputs(args[0])
         if inputs and _gpu_staged(rec, out, label, args[0], n, inputs, spec, plan.caps.local_mem):
             return hl.Var(f"{label}_wg")
+    if rows_form(rec, plan, out, spec):
+        block = _gpu_rows(rec, plan, out, label, args, spec)
+        if block is not None:
+            return block
     fused = fuse_all(rec, out, args, label) if len(args) > 1 else args[0]
     if plan.caps.gpu:
         return _gpu(rec, out, label, fused, n, spec if plan.gpu_vectors else spec.with_params(vector=1),
                     units=plan.caps.parallelism)
     return _host(rec, out, label, fused, n, spec, plan.caps.parallelism, plan.tail)
+
+
+def inner_broadcasts(plan: Plan, out: hl.Func) -> list[hl.Func]:
+    """Pure Funcs over ``out``'s innermost Var alone that a Func of more dims reads: a batch norm's per-channel
+    ``rsqrt(var / n + eps) * w`` in a channels-last apply, a LayerNorm's weight and bias. Only the outermost such
+    Funcs: the ones they read are inlined into them."""
+    inner = out.args()[0].name()
+    found = []
+    for name, (args, _) in plan.defs.items():
+        func = plan.funcs.get(name)
+        if args != [inner] or not isinstance(func, hl.Func) or func.has_update_definition() \
+                or name in plan.meta.reductions:
+            continue
+        if any(a != [inner] and re.search(rf"\b{name}\[", rhs) for other, (a, rhs) in plan.defs.items() if other != name):
+            found.append(func)
+    return found
+
+
+def rows_form(rec: Recorder, plan: Plan, out: hl.Func, spec: ScheduleSpec) -> bool:
+    """Whether ``out`` (GPU, vector lanes, several dims) reads per-channel values (``inner_broadcasts``) and the
+    rows form applies (``_gpu_rows`` may still find too few rows)."""
+    return bool(plan.caps.gpu and len(out.args()) > 1 and plan.gpu_vectors and not rec.unroll_lanes
+                and spec.get("hoist_rows", 4) > 1 and _rows(plan, out, spec) and inner_broadcasts(plan, out))
+
+
+def _rows(plan: Plan, out: hl.Func, spec: ScheduleSpec) -> Optional[tuple[int, int, int]]:
+    """(lanes, channel groups, rows per work-item) of the rows form for ``out``, or None (fewer than 2 rows, or
+    extents not static)."""
+    args = list(out.args())
+    c, n = plan.var_extent(out, args[0]), total([plan.var_extent(out, v) for v in args[1:]])
+    if not c or not n:
+        return None
+    vec, rows = spec.get("vector", 4), spec.get("hoist_rows", 4)
+    while vec > 1 and c % vec:
+        vec //= 2
+    groups = c // vec
+    while rows > 1 and (n % rows or groups * (n // rows) < max(1, plan.caps.parallelism) * 256):
+        rows //= 2
+    return (vec, groups, rows) if rows >= 2 else None
+
+
+def _gpu_rows(rec: Recorder, plan: Plan, out: hl.Func, label: str, args: list[hl.Var], spec: ScheduleSpec,
+              prefix: Optional[str] = None) -> Optional[hl.Var]:
+    """GPU, the rows form: each work-item takes ``vector`` adjacent points of the innermost dim (channels) in
+    ``hoist_rows`` rows of the outer dims, unrolled, so what a point computes from its channel alone (the Funcs of
+    ``inner_broadcasts``, inlined) is the same expression in every row and is computed once per work-item (LLVM
+    merges the unrolled copies; ``test_rows_form_computes_channel_values_once``). The flat form computed it at every
+    point: bf16 ResNet-18's batch-norm apply spent two IEEE square roots, reciprocals and divisions and 8 parameter
+    loads per element, instruction-bound at 1.9x Triton. A warp's work-items take adjacent channel groups of one
+    row, so every load stays coalesced. Rows divide the outer extent (no guard around an unrolled row, which would
+    keep the copies apart) and are fewer where the work-items would not give ``caps.parallelism`` compute units 256
+    each (``_rows``); None (nothing scheduled) where fewer than 2 remain or the extents are not static. ``prefix``
+    names the loop Vars (outputs fused with ``compute_with`` share them, ``gpu_fused``)."""
+    shape = _rows(plan, out, spec)
+    if shape is None:
+        return None
+    vec, groups, rows = shape
+    name = prefix or label
+    inner, outer = args[0], args[1:]
+    n = total([plan.var_extent(out, v) for v in outer])
+    o = fuse_all(rec, out, outer, label, f"{name}_r") if len(outer) > 1 else outer[0]
+    cv, lanes, ro, ri = (hl.Var(f"{name}_{s}") for s in ("cv", "lanes", "ro", "ri"))
+    f, bx, tx = hl.Var(f"{name}_rf"), hl.Var(f"{name}_wg"), hl.Var(f"{name}_wi")
+    if vec > 1:
+        rec(out, label, "split", inner, cv, lanes, vec, GUARD)
+    else:
+        cv = inner
+    rec(out, label, "split", o, ro, ri, rows, GUARD)
+    rec(out, label, "reorder", *([lanes] if vec > 1 else []), ri, cv, ro)
+    rec(out, label, "fuse", cv, ro, f)
+    rec(out, label, "gpu_tile", f, bx, tx, max(1, min(spec.get("wg", 256), pow2_floor(groups * (n // rows)))), GUARD)
+    rec(out, label, "unroll", ri)
+    if vec > 1:
+        rec(out, label, "vectorize", lanes)
+    return bx
 
 
 def _host(rec: Recorder, out: hl.Func, label: str, x: hl.Var, n: Optional[int], spec: ScheduleSpec, cores: int,
@@ -247,6 +326,13 @@ def gpu_fused(rec: Recorder, plan: Plan, funcs: list[hl.Func], n: int, spec: Sch
     # 0.54x (H100, sweep_bf16_da40170.md)
     gspec = gspec.with_params(unroll=1, strided=0)
     prefix = funcs[0].name()
+    if rows_form(rec, plan, funcs[0], gspec) and all([v.name() for v in f.args()] == [v.name() for v in funcs[0].args()]
+                                                     for f in funcs):
+        for f in funcs:
+            _gpu_rows(rec, plan, f, f.name(), list(f.args()), gspec, prefix)
+        for before, f in zip(funcs, funcs[1:]):
+            rec(f, f.name(), "compute_with", before, hl.Var(f"{prefix}_wi"))
+        return
     for f in funcs:
         args = list(f.args())
         x = fuse_all(rec, f, args, f.name(), prefix) if len(args) > 1 else args[0]

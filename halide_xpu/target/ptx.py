@@ -25,7 +25,11 @@ PTX is rewritten before the driver sees it. A marker is the *chain* (``rsqrt.app
 - ``.ftz`` is dropped from fp32 instructions: Halide builds with libdevice's flush-to-zero paths
   (``cvt.rpi.ftz.f32.f32`` for ``ceil``: ``ceil(1e-45)`` gave 0, eager CUDA and Triton give 1, keeping subnormals);
 - with fast math, ``div.rn.f32`` becomes ``div.full.f32`` (Triton's fp32 division: 2 ulp over the full range)
-  and ``rcp.rn.f32`` becomes ``rcp.approx.f32`` (1 ulp).
+  and ``rcp.rn.f32`` becomes ``rcp.approx.f32`` (1 ulp); a reciprocal of a square root (``rsqrt``, upstream's
+  ``1./hl.sqrt(x)``) becomes one ``rsqrt.approx.f32`` (2 ulp, subnormals kept: eager CUDA's ``rsqrtf`` and Triton's
+  ``libdevice.rsqrt`` are the same instruction), where the square root is read nowhere else in straight-line
+  code: an IEEE ``sqrt.rn.f32`` is a ~10-instruction sequence with a slow-path call, and batch-norm kernels
+  computed it per element (bf16 ResNet-18's apply + relu at 1.9x Triton).
 
 The kernel object's call to ``halide_cuda_initialize_kernels`` is renamed (objcopy) to a hidden function in the
 kernel's glue that hands the runtime the rewritten module instead (``glue_source``).
@@ -205,6 +209,9 @@ _CAS_ADD = re.compile(
 )
 _CAS = re.compile(r"\batom(?:\.\w+)*\.cas\.b(?:32|64)\b")
 _FTZ = re.compile(r"\.ftz(?=(?:\.\w+)*\.f32\b)")  # in an fp32 opcode (f64 has only rcp.approx.ftz.f64)
+_SQRT_LINE = re.compile(r"^[ \t]*sqrt\.rn\.f32[ \t]+(%\w+),[ \t]*(%\w+);[^\n]*$", re.MULTILINE)
+_RCP_LINE = re.compile(r"^([ \t]*)rcp\.rn\.f32[ \t]+(%\w+),[ \t]*(%\w+);[^\n]*$", re.MULTILINE)
+_CONTROL = re.compile(r"^[ \t]*(?:\$\w+:|[^\n]*\bbra\b|[^\n]*\bret\b|[^\n]*\bcall\b)", re.MULTILINE)
 _FTZ_LINE = re.compile(r"^(?![^\n]*%hx)[^\n]*\.ftz(?:\.\w+)*\.f32\b[^\n]*$", re.MULTILINE)  # not our blocks' lines
 
 
@@ -235,6 +242,43 @@ def atomic_adds(ptx: str) -> tuple[str, int]:
     return "".join(parts), count
 
 
+def _writes(line: str, reg: str) -> bool:
+    """Whether the PTX instruction ``line`` may write ``reg`` (its first operand, or the first braced group)."""
+    body = re.sub(r"^[ \t]*(?:@!?%\w+[ \t]+)?[\w.]+[ \t]*", "", line.split("//")[0])
+    dest = body[:body.find("}") + 1] if body.startswith("{") else body.split(",")[0]
+    return re.search(rf"{re.escape(reg)}\b", dest) is not None
+
+
+def _rsqrt(function: str) -> tuple[str, int]:
+    """``function`` with each ``rcp.rn.f32`` of a ``sqrt.rn.f32`` result as ``rsqrt.approx.f32`` of the root's
+    operand, where the root's register is read by that reciprocal alone and both lines lie in one straight run of
+    code (no label, branch, call or return between them) that does not write the operand again."""
+    roots = {m.group(1): m for m in _SQRT_LINE.finditer(function)}
+    count = 0
+
+    def fuse(m: re.Match) -> str:
+        nonlocal count
+        root = roots.get(m.group(3))
+        if root is None or root.start() > m.start():
+            return m.group(0)
+        if len(re.findall(rf"{re.escape(m.group(3))}\b", function)) != 2:
+            return m.group(0)  # the root is also read elsewhere (or written twice)
+        between = function[root.end():m.start()]
+        x = root.group(2)
+        if _CONTROL.search(between) or any(_writes(line, x) for line in between.splitlines()):
+            return m.group(0)
+        count += 1
+        return f"{m.group(1)}rsqrt.approx.f32 \t{m.group(2)}, {x}; // halide_xpu: 1/sqrt"
+
+    return _RCP_LINE.sub(fuse, function), count
+
+
+def fuse_rsqrt(ptx: str) -> tuple[str, int]:
+    """``ptx`` with fp32 reciprocal square roots as one ``rsqrt.approx.f32`` (``_rsqrt``); also how many."""
+    parts = [_rsqrt(function) for function in _functions(ptx)]
+    return "".join(p for p, _ in parts), sum(n for _, n in parts)
+
+
 def chains(ptx: str, marker: str) -> int:
     """How many marker chains ``ptx`` holds (0 after ``rewrite``)."""
     pattern = _marker_line(marker)
@@ -247,8 +291,8 @@ def chains(ptx: str, marker: str) -> int:
 
 def rewrite(ptx: str, fast_division: bool = True) -> tuple[str, dict[str, int]]:
     """``ptx`` with float CAS-add loops as atomic adds, exp and bf16 marker chains expanded and (``fast_division``)
-    fp32 division/reciprocal approximated; also the number of each rewrite (``cas_left``: CAS loops kept)."""
-    counts = {"exp": 0, "bf16": 0, "div": 0, "rcp": 0, "ftz": 0, "index_check": 0}
+    fp32 division/reciprocal/reciprocal square root approximated; also the number of each rewrite (``cas_left``: CAS loops kept)."""
+    counts = {"exp": 0, "bf16": 0, "div": 0, "rcp": 0, "rsqrt": 0, "ftz": 0, "index_check": 0}
     out, counts["atomic_add"] = atomic_adds(ptx)
     counts["cas_left"] = len(_CAS.findall(out))
     for name, marker, pattern, block in (("exp", EXP_MARKER, _EXP_LINE, _EXP_BLOCK),
@@ -257,6 +301,7 @@ def rewrite(ptx: str, fast_division: bool = True) -> tuple[str, dict[str, int]]:
     out, counts["index_check"] = _expand_index_checks(out)
     out, counts["ftz"] = _FTZ_LINE.subn(lambda m: _FTZ.sub("", m.group(0)), out)
     if fast_division:
+        out, counts["rsqrt"] = fuse_rsqrt(out)
         out, counts["div"] = re.subn(r"\bdiv\.rn\.f32\b", "div.full.f32", out)
         out, counts["rcp"] = re.subn(r"\brcp\.rn\.f32\b", "rcp.approx.f32", out)
     if _RAW_DELIMITER in out:
