@@ -104,7 +104,7 @@ def part_of(meta: KernelMeta, source: str, call_args: tuple[str, ...], buffers: 
     if order is None:
         log.debug("halide_xpu: kernel not combined: its in-place outputs read each other's inputs")
         return None
-    meta, source = pairs.apply(meta, source)
+    meta, source = pairs.apply(meta, source, inputs_only=False)  # a combo's parts keep one point per element
     reads = frozenset(buffers[a.name] for a in meta.args if a.kind == "in" and a.name in buffers)
     writes = frozenset(buffers[a.name] for a in meta.args if a.kind == "out" and a.name in buffers)
     return Part(meta, source, call_args, order, reads, writes)

@@ -167,3 +167,46 @@ def test_one_index_parser():
     source = "out[h0, h1] = x[tmp3[h1], h0] + x[h0, ] + y[h1]"
     assert accesses(source, "x") == [["tmp3[h1]", "h0"], ["h0"]]
     assert reads(source, "x") == {"tmp3[h1],h0", "h0"} and reads(source, "y") == {"h1"}
+
+
+def _relu_backward(g: torch.Tensor, a: torch.Tensor, b: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+    """ResNet's bf16 relu backward summed into an fp32 gradient: bf16 inputs, an fp32 output."""
+    return torch.where(a <= 0, 0.0, torch.where(b <= 0, 0.0, g.float() + r.float()) + g.float()).float()
+
+
+# case -> (fn, inputs, inputs read as words)
+INPUT_CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple], bool]] = {
+    "to_float": (lambda x: x.float() * 2, _bf16((512,)), True),
+    "relu_backward": (_relu_backward, _bf16((64, 50), (64, 50), (64, 50), (64, 50)), True),
+    "odd": (lambda x: x.float() + 1, _bf16((999,)), False),  # an odd extent: elements
+    "int_out": (lambda x, y: (x > y).int() + 1, _bf16((128,), (128,)), True),
+    "half_out": (lambda x: x.half() * 2, _bf16((256,)), False),  # a 16-bit output: neither words nor inputs only
+}
+
+
+@pytest.mark.parametrize("case", list(INPUT_CASES))
+def test_bf16_inputs_in_words_beside_32bit_outputs(target, case, monkeypatch, tmp_path):
+    """A kernel whose outputs are all 32-bit reads its bf16 inputs as words (``hx.pair_halves``) and keeps one
+    point per element: eager's numbers exactly (the halves are the same bits)."""
+    if target == "host":
+        pytest.skip("the host target computes bf16 natively (no bits to pair)")
+    monkeypatch.setattr(halide_xpu.config, "cache_dir", str(tmp_path))
+    monkeypatch.setattr(halide_xpu.config, "schedule_overrides", {"pairs": 2})
+    compiler._memory.clear()
+    fn, make, halves = INPUT_CASES[case]
+    compile_and_check(fn, *make(), atol=0, rtol=0)
+    built = [(Path(lau.library).parent / "kernel.py").read_text() for lau in compiler._memory.values()
+             if lau.meta.target == target and not lau.meta.scalar_lanes]
+    assert built and all(("hx.pair_halves(" in k) == halves and "hx.pair_words(" not in k for k in built), built
+
+
+def test_cuda_twin_bf16_inputs_vectorize(monkeypatch, tmp_path):
+    """CUDA twin (``pairs`` 1, the default): the relu backward of bf16 inputs into fp32 loads 32-bit words and stores
+    one 128-bit vector of 4 results per work-item (its lanes were unrolled 16-bit loads: one per element)."""
+    monkeypatch.setattr(halide_xpu.config, "cache_dir", str(tmp_path))
+    monkeypatch.setattr(halide_xpu.config, "schedule_overrides", {"pairs": 1})
+    lower, found = _accesses(tmp_path)
+    twins = _cuda_twins(_relu_backward, _bf16((256, 1024), (256, 1024), (256, 1024), (256, 1024))(), monkeypatch,
+                        tmp_path, lower=lower)
+    assert len(twins) == 1 and len(found) == 1
+    assert not any(".b16" in k for k in found[0]) and found[0]["st.global.v4.b32"] == 1, found[0]
