@@ -60,6 +60,19 @@ def target(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     return request.param
 
 
+def use_opencl_device(monkeypatch: pytest.MonkeyPatch, cache: Any) -> None:
+    """Compile CPU tensors' kernels for ``opencl`` (the GPU schedules on the OpenCL CPU device) into ``cache``, and
+    make it ``compile_and_check``'s target (a sycl test earlier in the worker may have left another); skips the test
+    where no OpenCL device exists."""
+    if not opencl_available():
+        pytest.skip("no OpenCL device")
+    monkeypatch.setattr(halide_xpu.config, "cpu_target", "opencl")
+    monkeypatch.setattr(torch._inductor.config, "cpu_backend", "halide_xpu")
+    monkeypatch.setattr(halide_xpu.config, "cache_dir", str(cache))
+    monkeypatch.setitem(_current, "target", "opencl")
+    torch._dynamo.reset()
+
+
 def on_target(x: Any) -> Any:
     """Move tensors to the device of the current target (CUDA tests reuse the CPU graphs; the sycl emulation
     needs them in USM, views kept)."""

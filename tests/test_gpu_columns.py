@@ -10,21 +10,15 @@ import torch
 
 import conftest
 import halide_xpu
-from conftest import compile_and_check, opencl_available
+from conftest import compile_and_check
 from halide_xpu.schedule import gpu_columns
 
 
 @pytest.fixture
 def few(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """opencl (the GPU schedules on the OpenCL CPU device) with every column reduction of <= 1024 rows "few"."""
-    if not opencl_available():
-        pytest.skip("no OpenCL device")
-    monkeypatch.setattr(halide_xpu.config, "cpu_target", "opencl")
-    monkeypatch.setattr(torch._inductor.config, "cpu_backend", "halide_xpu")
-    monkeypatch.setattr(halide_xpu.config, "cache_dir", str(tmp_path))
+    conftest.use_opencl_device(monkeypatch, tmp_path)
     monkeypatch.setattr(gpu_columns, "FEW_PER_UNIT", 1 << 20)
-    monkeypatch.setitem(conftest._current, "target", "opencl")  # compile_and_check's target (a sycl test may precede)
-    torch._dynamo.reset()
     return tmp_path
 
 

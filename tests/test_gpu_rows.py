@@ -12,20 +12,14 @@ import torch
 
 import conftest
 import halide_xpu
-from conftest import compile_and_check, opencl_available
+from conftest import compile_and_check
 from test_gpu_schedules import _cuda_twins
 
 
 @pytest.fixture
 def opencl(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """opencl: the GPU schedules on the OpenCL CPU device (2 compute units: rows of 4 for a few thousand points)."""
-    if not opencl_available():
-        pytest.skip("no OpenCL device")
-    monkeypatch.setattr(halide_xpu.config, "cpu_target", "opencl")
-    monkeypatch.setattr(torch._inductor.config, "cpu_backend", "halide_xpu")
-    monkeypatch.setattr(halide_xpu.config, "cache_dir", str(tmp_path))
-    monkeypatch.setitem(conftest._current, "target", "opencl")  # compile_and_check's target (a sycl test may precede)
-    torch._dynamo.reset()
+    conftest.use_opencl_device(monkeypatch, tmp_path)
     return tmp_path
 
 

@@ -53,15 +53,20 @@ def _words(target: str) -> list[bool]:
             for lau in compiler._memory.values() if lau.meta.target == target and not lau.meta.scalar_lanes]
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_pairs_match_eager(target, case, monkeypatch, tmp_path):
-    """Forced on every device target: eager's numbers (bit-exact where the math is exact in fp32; tanh may differ
-    in its last bit), and the rewrite taken exactly by the kernels that qualify."""
+def _force_pairs(target: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The rewrite forced on a device target (the host computes bf16 natively: skipped), kernels built afresh."""
     if target == "host":
         pytest.skip("the host target computes bf16 natively (no bits to pair)")
     monkeypatch.setattr(halide_xpu.config, "cache_dir", str(tmp_path))
     monkeypatch.setattr(halide_xpu.config, "schedule_overrides", {"pairs": 2})
     compiler._memory.clear()
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_pairs_match_eager(target, case, monkeypatch, tmp_path):
+    """Forced on every device target: eager's numbers (bit-exact where the math is exact in fp32; tanh may differ
+    in its last bit), and the rewrite taken exactly by the kernels that qualify."""
+    _force_pairs(target, monkeypatch, tmp_path)
     fn, make, words = CASES[case]
     tol = None if case == "gelu" else 0  # None: torch.testing's bf16 tolerances
     compile_and_check(fn, *make(), atol=tol, rtol=tol)
@@ -71,11 +76,7 @@ def test_pairs_match_eager(target, case, monkeypatch, tmp_path):
 def test_adamw_step_in_words(target, monkeypatch, tmp_path):
     """AdamW's foreach update of bf16 parameters (the kernel overwrites the parameter and both moments it reads):
     two steps match eager's, with the update kernels (a combo kernel's parts on GPU targets) on words."""
-    if target == "host":
-        pytest.skip("the host target computes bf16 natively (no bits to pair)")
-    monkeypatch.setattr(halide_xpu.config, "cache_dir", str(tmp_path))
-    monkeypatch.setattr(halide_xpu.config, "schedule_overrides", {"pairs": 2})
-    compiler._memory.clear()
+    _force_pairs(target, monkeypatch, tmp_path)
     device = "cuda" if target == "cuda" else "cpu"
     shapes = [(96, 64), (64,), (1000,)]
 
@@ -188,11 +189,7 @@ INPUT_CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple], bool]] = {
 def test_bf16_inputs_in_words_beside_32bit_outputs(target, case, monkeypatch, tmp_path):
     """A kernel whose outputs are all 32-bit reads its bf16 inputs as words (``hx.pair_halves``) and keeps one
     point per element: eager's numbers exactly (the halves are the same bits)."""
-    if target == "host":
-        pytest.skip("the host target computes bf16 natively (no bits to pair)")
-    monkeypatch.setattr(halide_xpu.config, "cache_dir", str(tmp_path))
-    monkeypatch.setattr(halide_xpu.config, "schedule_overrides", {"pairs": 2})
-    compiler._memory.clear()
+    _force_pairs(target, monkeypatch, tmp_path)
     fn, make, halves = INPUT_CASES[case]
     compile_and_check(fn, *make(), atol=0, rtol=0)
     built = [(Path(lau.library).parent / "kernel.py").read_text() for lau in compiler._memory.values()
