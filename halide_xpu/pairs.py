@@ -32,12 +32,12 @@ def _even_strides(stride: tuple[str, ...]) -> bool:
     return bool(stride) and stride[0] == "1" and all(s.isdigit() and int(s) % 2 == 0 for s in stride[1:])
 
 
+_WORD_TYPES = ("float32", "int32")
+
+
 def _inputs_only(meta: KernelMeta) -> bool:
     """Every output is a 32-bit type: only the bf16 inputs go to words, the kernel computing elements as before."""
     return all(a.dtype in _WORD_TYPES for a in meta.args if a.kind == "out")
-
-
-_WORD_TYPES = ("float32", "int32")
 
 
 @functools.lru_cache(maxsize=256)  # build() and compile_scheduled() both ask for the same kernel
@@ -92,13 +92,8 @@ def apply(meta: KernelMeta, source: str, inputs_only: bool = True) -> tuple[Kern
     if not names:
         return meta, source
     args = {a.name: a for a in meta.args}
+    # inputs only: no output is among ``names``, and the points stay elements (the loop Var keeps its extent)
     outs = {a.name: accesses(source, a.name)[0] for a in meta.args if a.kind == "out" and a.name in names}
-    if not outs:  # inputs only: elements stay the points
-        rewritten, dims = _words_in(source, names, args)
-        if rewritten.count("hx.pair_halves(") != len(names) or dims != sum(len(args[n].shape) for n in names):
-            return meta, source  # a line of another form than codegen_kernel writes: left as it was
-        return dataclasses.replace(meta, pairs=names), rewritten
-    var = next(iter(outs.values()))[0]
     lines, dims_done = [], 0
     for line in source.splitlines():
         for name in names:
@@ -123,28 +118,10 @@ def apply(meta: KernelMeta, source: str, inputs_only: bool = True) -> tuple[Kern
     rewritten = "\n".join(lines) + ("\n" if source.endswith("\n") else "")
     if rewritten.count("hx.pair_") != len(names) or dims_done != sum(len(args[n].shape) for n in names):
         return meta, source  # a line of another form than codegen_kernel writes: left as it was
+    if not outs:
+        return dataclasses.replace(meta, pairs=names), rewritten
+    var = next(iter(outs.values()))[0]
     loop_vars = tuple(dataclasses.replace(v, extent=str(v.static_extent // 2)) if v.name == var else v
                       for v in meta.loop_vars)
     return dataclasses.replace(meta, pairs=names, loop_vars=loop_vars), rewritten
 
-
-def _words_in(source: str, names: tuple[str, ...], args: dict) -> tuple[str, int]:
-    """``source`` with each of the inputs ``names`` read from uint32 words (``hx.pair_halves``) of half its
-    innermost extent and outer strides; also how many dims' layouts were rewritten."""
-    lines, dims = [], 0
-    for line in source.splitlines():
-        for name in names:
-            storage, ndim = f"{name}{STORAGE_SUFFIX}", len(args[name].shape)
-            if line.strip() == f"{storage} = hl.ImageParam(hl.UInt(16), {ndim}, {name!r})":
-                line = line.replace("hl.UInt(16)", "hl.UInt(32)")
-            elif line.strip() == f"{name} = hx.bf16_input({storage})":
-                line = line.replace(f"({storage})", f"(hx.pair_halves({storage}))")
-            else:
-                m = re.match(rf"^(\s*{re.escape(storage)}\.dim\((\d+)\)\.set_bounds\(0, )(\d+)(\)\.set_stride\()(\d+)(\).*)$",
-                             line)
-                if m:
-                    head, dim, extent, mid, stride, tail = m.groups()
-                    extent, stride = (int(extent) // 2, stride) if dim == "0" else (extent, int(stride) // 2)
-                    line, dims = f"{head}{extent}{mid}{stride}{tail}", dims + 1
-        lines.append(line)
-    return "\n".join(lines) + ("\n" if source.endswith("\n") else ""), dims

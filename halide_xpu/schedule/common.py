@@ -153,7 +153,7 @@ class Plan:
         """0-d pure Funcs computing a transcendental (AdamW's bias corrections ``pow(beta, step)``): the same value
         for every point, worth computing once per work-group rather than in every work-item."""
         found = []
-        for name, (args, rhs) in self._defs.items():
+        for name, (args, rhs) in self.defs.items():
             func = self.funcs.get(name)
             if (args == ["()"] and _COSTLY.search(rhs) and isinstance(func, hl.Func)
                     and not func.has_update_definition() and name not in self.meta.reductions
@@ -169,7 +169,7 @@ class Plan:
         seen, todo = {name}, [name]
         while todo:
             current = todo.pop()
-            for other, (_, rhs) in self._defs.items():
+            for other, (_, rhs) in self.defs.items():
                 if other in seen or not re.search(rf"\b{re.escape(current)}\[", rhs):
                     continue
                 if "hl.select(" in rhs or "where(" in rhs:
@@ -178,13 +178,8 @@ class Plan:
                 todo.append(other)
         return False
 
-    @property
-    def defs(self) -> dict[str, tuple[list[str], str]]:
-        """Func name -> (its pure Vars, its definitions' right-hand sides), parsed from the kernel source."""
-        return self._defs
-
     @functools.cached_property
-    def _defs(self) -> dict[str, tuple[list[str], str]]:
+    def defs(self) -> dict[str, tuple[list[str], str]]:
         """Func name -> (its pure Vars, its definitions' right-hand sides), parsed from the kernel source."""
         defs: dict[str, tuple[list[str], str]] = {}
         for m in _LHS.finditer(self.source):
@@ -195,7 +190,7 @@ class Plan:
 
     def _identity_cast(self, name: str) -> bool:
         """Whether Func ``name`` is ``hl.cast(T, other[same args])`` of a Func ``other`` already of type ``T``."""
-        args, rhs = self._defs.get(name, ([], ""))
+        args, rhs = self.defs.get(name, ([], ""))
         m = _IDENTITY_CAST.match(rhs)
         if not m or [a.strip() for a in m.group(2).split(",") if a.strip()] != args:
             return False
@@ -206,7 +201,7 @@ class Plan:
     def reads_reduction(self, name: str, seen: Optional[set[str]] = None) -> bool:
         """Whether Func ``name`` depends on a reduction result (softmax's ``exp(x - max)``) or only on inputs."""
         seen = set() if seen is None else seen
-        for ref in set(_REF.findall(self._defs.get(name, ([], ""))[1])) - {name} - seen:
+        for ref in set(_REF.findall(self.defs.get(name, ([], ""))[1])) - {name} - seen:
             seen.add(ref)
             if ref in self.meta.reductions or self.reads_reduction(ref, seen):
                 return True
@@ -218,7 +213,7 @@ class Plan:
         todo, seen = [name], {name}
         while todo:
             ref = todo.pop()
-            for other, (_, rhs) in self._defs.items():
+            for other, (_, rhs) in self.defs.items():
                 if other == ref or other in seen or ref not in _REF.findall(rhs):
                     continue
                 seen.add(other)
@@ -237,7 +232,7 @@ class Plan:
         input, a residual norm's ``x + y``. H100 sweeps: with Halide's exp, fp32 softmax 1.2x Triton staging the
         input vs 1.3-1.5x staging the exp, fp16 softmax 1.25x staging the exp vs 1.45-1.65x staging the input;
         with the hardware exp fp16 softmax 1.12x staging the input vs 1.73x staging the exp."""
-        defs = self._defs
+        defs = self.defs
         reductions = set(self.meta.reductions)
         dtypes = {a.name: a.dtype for a in self.meta.args}
         passes = [r for r in self.meta.reductions if r in defs]

@@ -63,10 +63,9 @@ def schedule_output(rec: Recorder, plan: Plan, out: hl.Func, spec: ScheduleSpec)
         inputs = plan.lane_inputs(args[0])
         if inputs and _gpu_staged(rec, out, label, args[0], n, inputs, spec, plan.caps.local_mem):
             return hl.Var(f"{label}_wg")
-    if rows_form(rec, plan, out, spec):
-        block = _gpu_rows(rec, plan, out, label, args, spec)
-        if block is not None:
-            return block
+    shape = rows_shape(plan, out, spec)
+    if shape is not None:
+        return _gpu_rows(rec, plan, out, label, args, spec, shape)
     fused = fuse_all(rec, out, args, label) if len(args) > 1 else args[0]
     if plan.caps.gpu:
         return _gpu(rec, out, label, fused, n, spec if plan.gpu_vectors else spec.with_params(vector=1),
@@ -85,23 +84,20 @@ def inner_broadcasts(plan: Plan, out: hl.Func) -> list[hl.Func]:
         if args != [inner] or not isinstance(func, hl.Func) or func.has_update_definition() \
                 or name in plan.meta.reductions:
             continue
-        if any(a != [inner] and re.search(rf"\b{name}\[", rhs) for other, (a, rhs) in plan.defs.items() if other != name):
+        readers = (rhs for other, (a, rhs) in plan.defs.items() if other != name and a != [inner])
+        if any(re.search(rf"\b{name}\[", rhs) for rhs in readers):
             found.append(func)
     return found
 
 
-def rows_form(rec: Recorder, plan: Plan, out: hl.Func, spec: ScheduleSpec) -> bool:
-    """Whether ``out`` (GPU, several dims) reads per-channel values (``inner_broadcasts``) and the rows form applies.
-    Lanes a CUDA kernel unrolls (``Recorder.unroll_lanes``: an 8-bit mask beside bf16 words) stay adjacent here,
-    as in ``gpu_fused``: the per-channel work saved outweighs the strided lanes' coalescing."""
-    return bool(plan.caps.gpu and len(out.args()) > 1 and plan.gpu_vectors and spec.get("hoist_rows", 4) > 1
-                and _rows(plan, out, spec) and inner_broadcasts(plan, out))
-
-
-def _rows(plan: Plan, out: hl.Func, spec: ScheduleSpec) -> Optional[tuple[int, int, int]]:
-    """(lanes, channel groups, rows per work-item) of the rows form for ``out``, or None (fewer than 2 rows, or
-    extents not static)."""
+def rows_shape(plan: Plan, out: hl.Func, spec: ScheduleSpec) -> Optional[tuple[int, int, int]]:
+    """(lanes, channel groups, rows per work-item) of the rows form for ``out`` (GPU, several dims, per-channel
+    values: ``inner_broadcasts``), or None where it does not apply (fewer than 2 rows, extents not static). Lanes a
+    CUDA kernel unrolls (``Recorder.unroll_lanes``: an 8-bit mask beside bf16 words) stay adjacent here, as in
+    ``gpu_fused``: the per-channel work saved outweighs the strided lanes' coalescing."""
     args = list(out.args())
+    if not (plan.caps.gpu and len(args) > 1 and plan.gpu_vectors and spec.get("hoist_rows", 4) > 1):
+        return None
     c, n = plan.var_extent(out, args[0]), total([plan.var_extent(out, v) for v in args[1:]])
     if not c or not n:
         return None
@@ -111,11 +107,11 @@ def _rows(plan: Plan, out: hl.Func, spec: ScheduleSpec) -> Optional[tuple[int, i
     groups = c // vec
     while rows > 1 and (n % rows or groups * (n // rows) < max(1, plan.caps.parallelism) * 256):
         rows //= 2
-    return (vec, groups, rows) if rows >= 2 else None
+    return (vec, groups, rows) if rows >= 2 and inner_broadcasts(plan, out) else None
 
 
 def _gpu_rows(rec: Recorder, plan: Plan, out: hl.Func, label: str, args: list[hl.Var], spec: ScheduleSpec,
-              prefix: Optional[str] = None) -> Optional[hl.Var]:
+              shape: tuple[int, int, int], prefix: Optional[str] = None) -> hl.Var:
     """GPU, the rows form: each work-item takes ``vector`` adjacent points of the innermost dim (channels) in
     ``hoist_rows`` rows of the outer dims, unrolled, so what a point computes from its channel alone (the Funcs of
     ``inner_broadcasts``, inlined) is the same expression in every row and is computed once per work-item (LLVM
@@ -124,11 +120,8 @@ def _gpu_rows(rec: Recorder, plan: Plan, out: hl.Func, label: str, args: list[hl
     loads per element, instruction-bound at 1.9x Triton. A warp's work-items take adjacent channel groups of one
     row, so every load stays coalesced. Rows divide the outer extent (no guard around an unrolled row, which would
     keep the copies apart) and are fewer where the work-items would not give ``caps.parallelism`` compute units 256
-    each (``_rows``); None (nothing scheduled) where fewer than 2 remain or the extents are not static. ``prefix``
-    names the loop Vars (outputs fused with ``compute_with`` share them, ``gpu_fused``)."""
-    shape = _rows(plan, out, spec)
-    if shape is None:
-        return None
+    each (``shape``, from ``rows_shape``). ``prefix`` names the loop Vars (outputs fused with ``compute_with`` share
+    them, ``gpu_fused``)."""
     vec, groups, rows = shape
     name = prefix or label
     inner, outer = args[0], args[1:]
@@ -327,10 +320,10 @@ def gpu_fused(rec: Recorder, plan: Plan, funcs: list[hl.Func], n: int, spec: Sch
     # 0.54x (H100, sweep_bf16_da40170.md)
     gspec = gspec.with_params(unroll=1, strided=0)
     prefix = funcs[0].name()
-    if rows_form(rec, plan, funcs[0], gspec) and all([v.name() for v in f.args()] == [v.name() for v in funcs[0].args()]
-                                                     for f in funcs):
-        for f in funcs:
-            _gpu_rows(rec, plan, f, f.name(), list(f.args()), gspec, prefix)
+    shape = rows_shape(plan, funcs[0], gspec)
+    if shape is not None and all([v.name() for v in f.args()] == [v.name() for v in funcs[0].args()] for f in funcs):
+        for f in funcs:  # one domain (``fusable_outputs``): the first output's shape is every output's
+            _gpu_rows(rec, plan, f, f.name(), list(f.args()), gspec, shape, prefix)
         for before, f in zip(funcs, funcs[1:]):
             rec(f, f.name(), "compute_with", before, hl.Var(f"{prefix}_wi"))
         return

@@ -291,7 +291,8 @@ def chains(ptx: str, marker: str) -> int:
 
 def rewrite(ptx: str, fast_division: bool = True) -> tuple[str, dict[str, int]]:
     """``ptx`` with float CAS-add loops as atomic adds, exp and bf16 marker chains expanded and (``fast_division``)
-    fp32 division/reciprocal/reciprocal square root approximated; also the number of each rewrite (``cas_left``: CAS loops kept)."""
+    fp32 division, reciprocal and reciprocal square root approximated; also the number of each rewrite
+    (``cas_left``: CAS loops kept)."""
     counts = {"exp": 0, "bf16": 0, "div": 0, "rcp": 0, "rsqrt": 0, "ftz": 0, "index_check": 0}
     out, counts["atomic_add"] = atomic_adds(ptx)
     counts["cas_left"] = len(_CAS.findall(out))
