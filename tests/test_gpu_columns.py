@@ -55,3 +55,26 @@ def test_few_results_column_dtypes(few: Path, dtype: torch.dtype) -> None:
         hi = 2**62 if dtype == torch.int64 else 2**20
         x = torch.randint(-hi, hi, (300, 24), generator=g, dtype=dtype)
         compile_and_check(lambda x: x.sum(0), x)
+
+
+@pytest.mark.parametrize("split,step", [(8, 7), (4, 14), (2, 14)])
+def test_split_column_steps_divide_shares(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, split: int,
+                                          step: int) -> None:
+    """392-row chunks (ResNet-18's first batch norm) at 8, 4 and 2 work-items per column: shares of 49, 98 and 196
+    rows walked in unrolled steps of 7, 14 and 14 rows (``share_unroll``: no guarded step), mean and variance as
+    eager's on the OpenCL device."""
+    conftest.use_opencl_device(monkeypatch, tmp_path)
+    monkeypatch.setattr(halide_xpu.config, "schedule_overrides", {"col_split": split})
+    g = torch.Generator().manual_seed(split)
+    x = torch.randn(3, 392, 16, generator=g) * 3 + 1
+    compile_and_check(lambda x: torch.var_mean(x, 1), x, rtol=1e-4, atol=1e-4)
+    schedules = "\n".join(p.read_text() for p in tmp_path.rglob("schedule.txt"))
+    assert re.search(rf"_cri, {split}, hl.TailStrategy.GuardWithIf\)", schedules), schedules
+    assert re.search(rf"_croi, {step}, hl.TailStrategy.GuardWithIf\)", schedules), schedules
+
+
+def test_share_unroll() -> None:
+    """The largest divisor in [4, most], else 4 (guarded)."""
+    assert [gpu_columns.share_unroll(n, 16) for n in (196, 98, 49, 64, 125, 127, 24)] == [14, 14, 7, 16, 5, 4, 12]
+    assert [gpu_columns.share_unroll(n, 8) for n in (196, 49, 64)] == [7, 7, 8]
+    assert gpu_columns.share_unroll(49, 4) == 4

@@ -20,6 +20,7 @@ FEW_EXT_MAX = 1024  # rows of such a column at most: one kernel, FEW_SPLIT work-
 FEW_SPLIT = 32  # work-items per column of few results (else at most 8)
 FEW_GROUP = 256  # work-items of such a work-group (columns x work-items per column)
 COLUMN_SECTOR = 8  # columns of a work-group at least (32 bytes of fp32 a row)
+SPLIT_ITEMS_PER_UNIT = 4096  # work-items per compute unit a short column reduction's split aims at
 
 def column_beside_wide(plan: Plan, o: hl.Func, rows: list[hl.Var], in_row: list[hl.Var]) -> Optional[hl.Func]:
     """The output of a column reduction (inputs stride-1 along a kept dim) where the widest output ``o`` also spans
@@ -94,7 +95,7 @@ def gpu_outer(rec: Recorder, plan: Plan, o: hl.Func, rows: list[hl.Var], spec: S
             one_pass = (spec.get("fuse_sums", 1) and any(v.name() == x.name() for v in f.args())
                         and _independent(plan, f, [p[0] for p in passes]))
             part, level = _split_column(rec, o, f, x, bx, split, -(-(ext or 0) // split),
-                                        f"{label}_sums" if one_pass else "")
+                                        f"{label}_sums" if one_pass else "", spec.get("col_unroll", 16))
             if one_pass and passes:  # the same walk down the columns: each row read once for every such sum
                 rec(part.update(), f"{part.name()}.update()", "compute_with", passes[0][1].update(), hl.RVar(level))
             if one_pass:
@@ -233,20 +234,34 @@ def _column_split(plan: Plan, spec: ScheduleSpec, results: Optional[int], ext: O
     ``col_split`` forces it. A share need not divide the column: the last rows are guarded (Inductor splits 4000
     rows into 32 partials of 125: one work-item per column was 8x Triton on the H200, 52 vs 6.5 us, where 4096 rows
     ran at 0.8x). H200, ResNet-18's batch-norm chunks (us at 2 / 4 / 8 work-items per column): 64 columns x 784
-    chunks of 128 rows 59.8 / 45.8 / 28.4, 128 x 196 of 128 rows 32.7 / 19.1 / 14.3, but 64 x 1024 of 392 rows
-    61.3 / 88.0 / 88.1 (a two-pass mean and variance) and 123.7 / 132.1 / 132.2 (two sums)."""
+    chunks of 128 rows 59.8 / 45.8 / 28.4, 128 x 196 of 128 rows 32.7 / 19.1 / 14.3; 64 x 1024 of 392 rows
+    61.3 / 88.0 / 88.1 with 4 rows unrolled (guarded at 98 and 49 rows), and with ``share_unroll``'s steps
+    (``col_unroll_sweep_*.md``): the bf16 mean and variance 35.2 / 22.3 / 27.5, fp32 52.0 / 51.9 / 46.8, their
+    backward's two sums bf16 50.1 / 51.9 / 48.7, fp32 73.2 / 74.9 / 73.5: the aim went from 1024 work-items per
+    unit (2 here) to SPLIT_ITEMS_PER_UNIT (8)."""
     if results is None or ext is None:
         return 1
     short = pow2_floor(max(1, 512 // max(ext, 1)))
     most = FEW_SPLIT if few else 8
-    want = spec.get("col_split", 0) or min(most, pow2_floor(max(1, plan.caps.parallelism * 1024 * short // max(results, 1))))
+    want = spec.get("col_split", 0) or min(most, pow2_floor(max(1, plan.caps.parallelism * SPLIT_ITEMS_PER_UNIT * short
+                                                                  // max(results, 1))))
     while want > 1 and (ext // want < 4 or (not few and wg * want > min(1024, plan.caps.max_work_group or 1024))):
         want //= 2
     return want
 
 
+def share_unroll(share: int, most: int) -> int:
+    """Rows of a work-item's share unrolled together: the largest divisor of ``share`` in [4, ``most``], else 4
+    (the last step guarded). A guarded step issues its loads one by one: ResNet-18's 392-row batch-norm chunks at 4
+    and 8 work-items per column (shares of 98 and 49 rows) were 1.4x slower than at 2 (196 rows: 4 divides), where
+    128-row chunks got faster with every work-item added (H200, ``col_split_sweep_e1d7d51.md``). With ``most`` =
+    16 (``col_unroll``) the bf16 chunk pass at 2 work-items per column took 35.2 us, 48.3 with 4 rows a step
+    (``col_unroll_sweep_*.md``)."""
+    return next((d for d in range(max(4, most), 3, -1) if share % d == 0 and d <= most), 4)
+
+
 def _split_column(rec: Recorder, o: hl.Func, f: hl.Func, x: hl.Var, bx: hl.Var, split: int, share: int,
-                  prefix: str = "") -> tuple[hl.Func, str]:
+                  prefix: str = "", unroll: int = 4) -> tuple[hl.Func, str]:
     """``f`` (a column reduction read by ``o``'s work-items) computed per work-group: ``split`` work-items per
     column each sum every ``split``-th row into a partial in local memory, then one work-item per column adds the
     partials (Triton's XBLOCK x RBLOCK tile of a "red" kernel)."""
@@ -265,9 +280,9 @@ def _split_column(rec: Recorder, o: hl.Func, f: hl.Func, x: hl.Var, bx: hl.Var, 
     level = ro.name()  # the serial walk down the column (where sums of one pass fuse)
     if share <= 16:
         rec(part.update(), f"{pn}.update()", "unroll", ro)
-    else:  # four rows' loads in flight (the last step guarded where four do not divide the share)
+    else:  # rows' loads in flight together
         roo, roi = hl.RVar(f"{n}_croo"), hl.RVar(f"{n}_croi")
-        rec(part.update(), f"{pn}.update()", "split", ro, roo, roi, 4, GUARD)
+        rec(part.update(), f"{pn}.update()", "split", ro, roo, roi, share_unroll(share, unroll), GUARD)
         rec(part.update(), f"{pn}.update()", "unroll", roi)
         level = roo.name()
     fx = [v for v in f.args() if v.name() == x.name()]

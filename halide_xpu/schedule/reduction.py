@@ -20,7 +20,8 @@ def default_params(gpu: bool, vector_width: int) -> dict[str, int]:
     CUDA's hardware exp); ``unroll_row`` / ``unroll_span``
     (register partials per work-item), ``unroll_outer`` / ``unroll_full`` (loads in flight), ``vector_outer``,
     ``vector_partials``; ``col_split`` (work-items per column of a short column reduction, 0: automatic,
-    ``gpu_columns._column_split``); ``fuse_sums`` (independent sums of a split column form read each row in
+    ``gpu_columns._column_split``); ``col_unroll`` (rows of a work-item's share unrolled together at most,
+    ``gpu_columns.share_unroll``); ``fuse_sums`` (independent sums of a split column form read each row in
     one pass, 0: a pass each); ``warp_rows`` (CUDA: rows per work-group of one warp each, 0: off,
     ``gpu_warps``); ``single_group_max`` (a reduction to a scalar this short is one work-group of the
     output's kernel); ``tasks_per_core`` (host), ``split``."""
@@ -30,7 +31,8 @@ def default_params(gpu: bool, vector_width: int) -> dict[str, int]:
         return {"vector": 4, "wg": 256, "fold": 16, "wg_row": 256, "wg_row_staged": 512, "wg_full": 512,
                 "fold_full": 32, "single_group_max": 16384, "blocks_per_cu": 1, "unroll_full": 4, "split": 64,
                 "stage": 1, "exp_cost": 6, "fast_exp_cost": 2, "vector_partials": 0, "unroll_outer": 4,
-                "vector_outer": 1, "vector_full": 4, "unroll_row": 2, "unroll_span": 0, "col_split": 0, "fuse_sums": 1,
+                "vector_outer": 1, "vector_full": 4, "unroll_row": 2, "unroll_span": 0, "col_split": 0, "col_unroll": 16,
+                "fuse_sums": 1,
                 # H200 bf16 training steps (2026-11-28): every CUDA row kernel that takes warps beats its
                 # work-group form, e.g. GPT-2's LayerNorm 2.99x -> 1.89x Triton, Llama's RMSNorm 2.04x -> 1.28x
                 "warp_rows": 4}
