@@ -56,6 +56,9 @@ def test_one_fused_kernel_as_cuda_twin(key, tmp_path):
         assert re.search(rf'halide_cuda_run\([^,]+, "[^"]+", {FEW[key]}, 1, 1, 8, 32, 1', text), "8 columns a group"
     if key == "80391df31a7e":  # the mask's 49 rows dealt to the 8 work-items of each column, not one walking all
         assert any(re.search(r"\.split\(h0, [\w$]+_wro, [\w$]+_wri, 8,", line) for line in lines), lines
+    if key == "882941ba4878":  # the gathered summands a work-item per target, not 32 on the sums' one work-item
+        assert any("summands a work-item per point: " in line for line in lines), lines
+        assert sum(bool(re.match(r"tmp[\w$]*\.gpu_threads\(h0\)", line)) for line in lines) == 2, lines
     if key in TWIN_ONLY:  # shares of 49 rows in unguarded steps of 7 (gpu_columns.share_unroll)
         assert any(re.search(r"_croi, 7, hl.TailStrategy", line) for line in lines), lines
     if key in ONE_PASS:  # (Func names carry Halide's $N suffix when a process has built others)
