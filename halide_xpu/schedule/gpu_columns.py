@@ -6,7 +6,7 @@ from typing import Optional
 
 import halide as hl
 
-from ..meta import ScheduleSpec
+from ..meta import DTYPES, ScheduleSpec
 from .gpu_groups import work_group_per_result
 from .common import (GUARD, SHIFT, NotApplicable, Plan, Recorder, fuse_all, fused_rvar, inner_reduction, pow2_floor,
                      reduction_size, source_name, total)
@@ -238,16 +238,22 @@ def _column_split(plan: Plan, spec: ScheduleSpec, results: Optional[int], ext: O
     61.3 / 88.0 / 88.1 with 4 rows unrolled (guarded at 98 and 49 rows), and with ``share_unroll``'s steps
     (``col_unroll_sweep_*.md``): the bf16 mean and variance 35.2 / 22.3 / 27.5, fp32 52.0 / 51.9 / 46.8, their
     backward's two sums bf16 50.1 / 51.9 / 48.7, fp32 73.2 / 74.9 / 73.5: the aim went from 1024 work-items per
-    unit (2 here) to SPLIT_ITEMS_PER_UNIT (8)."""
+    unit (2 here) to SPLIT_ITEMS_PER_UNIT (8) for 4-byte inputs, half that where every input is 16-bit (4)."""
     if results is None or ext is None:
         return 1
     short = pow2_floor(max(1, 512 // max(ext, 1)))
     most = FEW_SPLIT if few else 8
-    want = spec.get("col_split", 0) or min(most, pow2_floor(max(1, plan.caps.parallelism * SPLIT_ITEMS_PER_UNIT * short
+    items = SPLIT_ITEMS_PER_UNIT * _widest_input_bytes(plan) // 4  # bf16 chunks: half (2 bytes a load)
+    want = spec.get("col_split", 0) or min(most, pow2_floor(max(1, plan.caps.parallelism * items * short
                                                                   // max(results, 1))))
     while want > 1 and (ext // want < 4 or (not few and wg * want > min(1024, plan.caps.max_work_group or 1024))):
         want //= 2
     return want
+
+
+def _widest_input_bytes(plan: Plan) -> int:
+    """The element size of the kernel's widest tensor input (4 where it has none)."""
+    return max((DTYPES[a.dtype][3] for a in plan.meta.args if a.kind == "in" and a.dtype in DTYPES), default=4)
 
 
 def share_unroll(share: int, most: int) -> int:
