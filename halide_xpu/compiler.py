@@ -19,7 +19,7 @@ from .meta import DEVICE_CHECK_MESSAGES, DTYPES, MISALIGNED, STORAGE_SUFFIX, Arg
 from .native_sources import halide_include_dir
 from .runtime import KernelLauncher
 from .schedule.common import LOCAL_SLACK
-from .target import opencl_build, ptx, targets
+from .target import cuda_launch, opencl_build, ptx, targets
 from .target.targets import DeviceCaps
 
 log = logging.getLogger(__name__)
@@ -354,12 +354,17 @@ def build(meta: KernelMeta, source: str, workdir: Path, caps: Optional[DeviceCap
     (workdir / "meta.repr").write_text(repr(meta))  # scripts/replay_kernel.py rebuilds a kernel from its entry
     outputs = {hl.OutputFileType.object: str(workdir / "kernel.o"), hl.OutputFileType.c_header: str(workdir / "kernel.h")}
     marked = meta.target == "cuda" and any(f"hx.{name}(" in source for name in hx.MARKING)
-    if os.environ.get("HALIDE_XPU_DUMP_STMT") or marked:
+    if os.environ.get("HALIDE_XPU_DUMP_STMT") or meta.target == "cuda":  # CUDA: marks and launches checked in it
         outputs[hl.OutputFileType.stmt] = str(workdir / "kernel.stmt")
     compile_only = _CompileTo(outputs)
 
     def compile_fn(p: Any, args: list[Any], target: Any, also: Optional[dict[Any, str]] = None) -> None:
         compile_only(p, args, target, also)
+        if meta.target == "cuda" and target.has_gpu_feature():  # a launch the driver refuses: the next variant
+            refused = cuda_launch.refused_launches((workdir / "kernel.stmt").read_text(errors="replace"))
+            if refused:
+                stats.counters["cuda_launch_refusals"] += 1
+                raise schedule.NotApplicable(f"a launch CUDA refuses: {refused[0]}")
         if meta.target == "opencl" and config.opencl_build_check:  # see opencl_build: a crash kills a child only
             src = workdir / device_binary.SOURCE_FILE
             if device_binary.save_source(workdir / "kernel.o", src):

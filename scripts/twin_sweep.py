@@ -22,6 +22,7 @@ sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "scripts")]
 from replay_kernel import compile_cuda_twin, cuda_twin_meta  # noqa: E402
 
 from halide_xpu import compiler  # noqa: E402
+from halide_xpu.target.cuda_launch import refused_launches  # noqa: E402
 
 _REJECTED = re.compile(r"schedule (\S+) rejected by Halide: (.*)", re.S)
 
@@ -59,7 +60,8 @@ def sweep(model: str, dtype: torch.dtype, mode: str, batch: int, seq: int, work:
         try:
             _, _, variant = compile_cuda_twin(
                 meta, source, lambda p, a, t: p.compile_to_lowered_stmt(str(stmt), a, hl.StmtOutputFormat.Text, t))
-            row.update(variant=variant, launches=stmt.read_text(errors="replace").count("halide_cuda_run("))
+            text = stmt.read_text(errors="replace")
+            row.update(variant=variant, launches=text.count("halide_cuda_run("), invalid=refused_launches(text))
         except Exception as e:  # noqa: BLE001 (a twin that fails is a finding, not the end of the sweep)
             row.update(variant="error", launches=0, error=str(e)[-300:])
         row["rejected"] = handler.found.pop(threading.get_ident(), [])
@@ -116,6 +118,9 @@ def main() -> int:
                     except Exception as e:  # noqa: BLE001 (a step that fails here is reported, the sweep goes on)
                         print(f"   FAILED {case}: {type(e).__name__}: {str(e)[-300:]}", flush=True)
                         found[case] = []
+    invalid = [(c, r) for c, rows in found.items() for r in rows if r.get("invalid")]
+    for case, r in invalid:
+        print(f"  INVALID LAUNCH {case} {r['key']} {r['variant']}: {'; '.join(r['invalid'])}")
     staged = [(c, r) for c, rows in found.items() for r in rows if r["rejected"] or r["launches"] > 1]
     print(f"\n{sum(map(len, found.values()))} kernels; {len(staged)} with a rejected variant or several launches:")
     for case, r in staged:

@@ -345,14 +345,17 @@ class Plan:
         tokens, dim)), the other dims indexed by neither ``x`` nor ``y``."""
         found = []
         mentions = lambda v, text: re.search(rf"\b{v.name()}\b", text) is not None  # noqa: E731
+        # a masked load's select index (kernel._select_masked_load) reaches a fixed element for masked-off points:
+        # a tile staged from it would span from there to the tile. Any such load of an input rules it out, not
+        # only that load (Llama's bf16 rotary backward read its cos/sin table both ways: the tile grew to 512 x 8
+        # work-items and the launch failed, CUDA_ERROR_INVALID_VALUE)
+        masked = {m.group(1) for m in _LOAD.finditer(self.source) if "hl.select(" in m.group(2)}
         for m in _LOAD.finditer(self.source):
             name, first = m.group(1), m.group(2)
             param = self.funcs.get(name + STORAGE_SUFFIX, self.funcs.get(name))
             stride1 = re.search(rf"^\s*{name}(?:{STORAGE_SUFFIX})?\.dim\(0\)\.set_bounds\([^)]*\)\.set_stride\(1\)", self.source, re.M)
-            # a masked load's select index (kernel._select_masked_load) reaches a fixed element for masked-off
-            # points: a tile staged from it would span from there to the tile
             if not (isinstance(param, hl.ImageParam) and stride1 and mentions(y, first) and not mentions(x, first)
-                    and all(p is not param for p in found) and "hl.select(" not in first):
+                    and all(p is not param for p in found) and name not in masked):
                 continue
             if param.dimensions() > 2:
                 full = _INDEX.match(self.source, m.start())
