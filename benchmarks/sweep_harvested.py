@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import lzma
 import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from halide_xpu.autotune.measure import Worker, parse_meta
+from halide_xpu.autotune.measure import Worker
+from halide_xpu.autotune.tune import load_kernels
 
 try:
     from tqdm import tqdm
@@ -35,13 +35,6 @@ def parse_configs(text: str) -> list[dict[str, int]]:
     return out
 
 
-def load(path: Path, keys: list[str]) -> list[dict[str, Any]]:
-    """Entries of a JSON-lines kernel list (``.xz`` too) whose name holds one of ``keys`` (all if none)."""
-    text = lzma.open(path, "rt").read() if path.suffix == ".xz" else path.read_text()
-    rows = [json.loads(ln) for ln in text.splitlines() if ln.strip()]
-    return [r for r in rows if not keys or any(k in r["name"] for k in keys)]
-
-
 def _device() -> str:
     try:
         import torch
@@ -60,24 +53,23 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True, help="folder for sweep.json and sweep.md")
     args = ap.parse_args()
     keys = [k for k in args.keys.split(",") if k]
-    kernels = [k for p in args.lists for k in load(p, keys)]
+    kernels = [k for p in args.lists for k in load_kernels(p) if not keys or any(key in k.name for key in keys)]
     if not kernels:
         raise SystemExit(f"no kernel of {[str(p) for p in args.lists]} matches {keys}")
     configs = parse_configs(args.configs)
     rows: list[dict[str, Any]] = []
     with Worker(timeout_s=180) as worker:
-        for entry in tqdm(kernels, desc="kernels"):
-            meta = parse_meta(entry["meta"])
-            defaults = dict(meta.schedule.params)
-            row: dict[str, Any] = {"name": entry["name"], "us": {}, "errors": {}}
+        for kernel in tqdm(kernels, desc="kernels"):
+            defaults = dict(kernel.meta.schedule.params)
+            row: dict[str, Any] = {"name": kernel.name, "us": {}, "errors": {}}
             for cfg in configs:
                 label = ",".join(f"{k}={v}" for k, v in cfg.items()) or "default"
                 t0 = time.monotonic()
-                r = worker.measure(meta, entry["source"], {**defaults, **cfg}, defaults, args.reps)
+                r = worker.measure(kernel.meta, kernel.source, {**defaults, **cfg}, defaults, args.reps)
                 row["us"][label] = r.us if r.ok else None
                 if not r.ok:
                     row["errors"][label] = r.error[:300]
-                print(f"{entry['name']} [{label}] {r.us if r.ok else r.error[:120]} ({time.monotonic() - t0:.1f}s)",
+                print(f"{kernel.name} [{label}] {r.us if r.ok else r.error[:120]} ({time.monotonic() - t0:.1f}s)",
                       file=sys.stderr, flush=True)
             rows.append(row)
     args.out.mkdir(parents=True, exist_ok=True)

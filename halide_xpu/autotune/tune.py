@@ -7,6 +7,7 @@ import dataclasses
 import importlib.util
 import json
 import logging
+import lzma
 import re
 import statistics
 import time
@@ -141,9 +142,11 @@ def collect(cases: list[tuple[str, Callable[..., Any], Callable[[int], tuple]]],
 
 
 def load_kernels(path: Path) -> list[Kernel]:
-    """A saved kernel list: JSON lines of ``{"name", "meta" (repr of KernelMeta), "source"}``."""
+    """A saved kernel list: JSON lines of ``{"name", "meta" (repr of KernelMeta), "source"}`` (``.xz``-compressed
+    too)."""
     out = []
-    for i, line in enumerate(path.read_text().splitlines()):
+    text = lzma.open(path, "rt").read() if path.suffix == ".xz" else path.read_text()
+    for i, line in enumerate(text.splitlines()):
         if line.strip():
             d = json.loads(line)
             out.append(Kernel(d.get("name", f"{path.stem}#{i}"), parse_meta(d["meta"]), d["source"]))

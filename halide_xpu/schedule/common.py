@@ -198,14 +198,20 @@ class Plan:
         return isinstance(this, hl.Func) and isinstance(other, hl.Func) and this.defined() and other.defined() \
             and this.type() == other.type()
 
-    def reads_reduction(self, name: str, seen: Optional[set[str]] = None) -> bool:
+    def reached(self, name: str) -> set[str]:
+        """The Funcs (``tmpN``) Func ``name``'s definitions read, directly or through others (``name`` itself not)."""
+        seen: set[str] = set()
+        todo = [name]
+        while todo:
+            for ref in _REF.findall(self.defs.get(todo.pop(), ([], ""))[1]):
+                if ref not in seen and ref != name:
+                    seen.add(ref)
+                    todo.append(ref)
+        return seen
+
+    def reads_reduction(self, name: str) -> bool:
         """Whether Func ``name`` depends on a reduction result (softmax's ``exp(x - max)``) or only on inputs."""
-        seen = set() if seen is None else seen
-        for ref in set(_REF.findall(self.defs.get(name, ([], ""))[1])) - {name} - seen:
-            seen.add(ref)
-            if ref in self.meta.reductions or self.reads_reduction(ref, seen):
-                return True
-        return False
+        return any(ref in self.meta.reductions for ref in self.reached(name))
 
     def readers(self, name: str, materialized: set[str]) -> set[str]:
         """The Funcs in ``materialized`` that read Func ``name``, directly or through Funcs that are inlined."""

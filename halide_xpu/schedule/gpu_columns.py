@@ -263,7 +263,7 @@ def share_unroll(share: int, most: int) -> int:
     128-row chunks got faster with every work-item added (H200, ``col_split_sweep_e1d7d51.md``). With ``most`` =
     16 (``col_unroll``) the bf16 chunk pass at 2 work-items per column took 35.2 us, 48.3 with 4 rows a step
     (``col_unroll_sweep_*.md``)."""
-    return next((d for d in range(max(4, most), 3, -1) if share % d == 0 and d <= most), 4)
+    return next((d for d in range(most, 3, -1) if share % d == 0), 4)
 
 
 def _split_column(rec: Recorder, o: hl.Func, f: hl.Func, x: hl.Var, bx: hl.Var, split: int, share: int,

@@ -279,7 +279,7 @@ def _spread_summands(rec: Recorder, plan: Plan, anchor: hl.Func, blk: hl.Var, ex
             if (ref in spread or not isinstance(g, hl.Func) or len(args) != 1 or args[0] not in
                     plan.reduction_var_names or plan.extents.get(args[0]) != ext
                     or {t.bytes() for t in g.types()} != {4} or plan.reads_reduction(ref)
-                    or len(_reached(plan, ref)) < SPREAD_MIN_FUNCS):
+                    or len(plan.reached(ref)) < SPREAD_MIN_FUNCS):
                 continue
             rec(g, g.name(), "compute_at", anchor, blk)
             rec(g, g.name(), "gpu_threads", g.args()[0])
@@ -287,18 +287,6 @@ def _spread_summands(rec: Recorder, plan: Plan, anchor: hl.Func, blk: hl.Var, ex
     if spread:
         rec.note(f"full: summands a work-item per point: {', '.join(spread)}")
     return spread
-
-
-def _reached(plan: Plan, name: str) -> set[str]:
-    """The Funcs (``tmpN``) ``name``'s definitions read, directly or through others."""
-    seen: set[str] = set()
-    todo = [name]
-    while todo:
-        for ref in re.findall(r"\b(tmp\d+)\[", plan.defs.get(todo.pop(), ([], ""))[1]):
-            if ref not in seen and ref != name:
-                seen.add(ref)
-                todo.append(ref)
-    return seen
 
 
 def _short_sums_in_registers(rec: Recorder, plan: Plan, shorts: list[hl.Func], beside: list[hl.Func]) -> None:

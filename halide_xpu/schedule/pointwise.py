@@ -8,7 +8,7 @@ import halide as hl
 
 from ..meta import ScheduleSpec
 from . import updates
-from .common import GUARD, SHIFT, Plan, Recorder, fuse_all, pow2_floor, total
+from .common import GUARD, SHIFT, Plan, Recorder, fuse_all, pow2_floor, source_name, total
 
 
 _TRANSCENDENTAL = re.compile(r"\b(?:hl|hx)\.(?:tanh|exp|expm1|erf|erfc|log|log1p|pow|sin|cos|tan|atan|sigmoid|cuda_exp|cuda_erf)\(")
@@ -119,17 +119,8 @@ def _worth_hoisting(plan: Plan, func: hl.Func) -> bool:
     division, directly or through the Funcs it reads: what the rows form saves. Index predicates alone are not
     (GPT-2's bf16 q/k/v gradient concatenation, selects on the channel index, took the rows form from the strided
     lanes: 33.0 -> 39.5 us on the H200, Triton 17.4)."""
-    name = next((n for n, f in plan.funcs.items() if f is func), None)
-    todo, seen = [name], {name}
-    while todo:
-        rhs = plan.defs.get(todo.pop(), ([], ""))[1]
-        if _COSTLY.search(rhs):
-            return True
-        for ref in re.findall(r"\b(tmp\d+)\[", rhs):
-            if ref not in seen:
-                seen.add(ref)
-                todo.append(ref)
-    return False
+    name = source_name(func)
+    return any(_COSTLY.search(plan.defs.get(n, ([], ""))[1]) for n in {name} | plan.reached(name))
 
 
 def _gpu_rows(rec: Recorder, plan: Plan, out: hl.Func, label: str, args: list[hl.Var], spec: ScheduleSpec,
