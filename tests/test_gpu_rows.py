@@ -116,3 +116,53 @@ def test_rows_form_computes_channel_values_once(monkeypatch: pytest.MonkeyPatch,
     stores, roots = len(re.findall(r"\bst\.global", module)), len(re.findall(r"\bsqrt\.rn\.f32", module))
     assert stores == 4 and 0 < roots <= 8, (stores, roots)  # 4 rows; 4 lanes of words (8 channels) at most
     assert ptx_mod.rewrite(module)[1]["rsqrt"] == roots  # each root and its reciprocal: one rsqrt.approx.f32
+
+
+def _rotary(q: torch.Tensor, k: torch.Tensor, inv_freq: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """HF Llama's rotary embedding: ``cos``/``sin`` of position x frequency, broadcast over batch and heads."""
+    pos = torch.arange(q.shape[2], device=q.device, dtype=torch.float32)
+    freqs = pos[:, None] * inv_freq[None, :].float()
+    emb = torch.cat([freqs, freqs], -1)
+    cos, sin = emb.cos().to(q.dtype), emb.sin().to(q.dtype)
+
+    def rotate_half(x: torch.Tensor) -> torch.Tensor:
+        x1, x2 = x.chunk(2, -1)
+        return torch.cat([-x2, x1], -1)
+
+    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+
+
+def _hoisted(cache: Path) -> int:
+    """How many Funcs the kernels built into ``cache`` compute once per work-item in registers."""
+    return sum(len(re.findall(r"\.store_in\(hl\.MemoryType\.Register\)", p.read_text()))
+               for p in cache.rglob("schedule.txt"))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rotary_transcendentals_once_per_work_item(opencl: Path, dtype: torch.dtype) -> None:
+    """The rotary embedding's ``cos``/``sin`` depend on (position, frequency) alone: the rows step through batch and
+    heads, the values computed once per work-item (each output a loop nest of its own); numbers against eager."""
+    gen = torch.Generator().manual_seed(7)
+    q, k = (torch.randn(2, 4, 64, 32, generator=gen).to(dtype) for _ in range(2))
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, 32, 2, dtype=torch.float32) / 32))
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    compile_and_check(_rotary, q, k, inv_freq, rtol=tol, atol=tol)
+    assert _rows_used(opencl) >= 2
+    assert _hoisted(opencl) >= 2
+
+
+def test_rotary_backward_transcendentals_once(opencl: Path) -> None:
+    """The backward of the rotary embedding (the rotate-half concatenation's masked selects around ``sin``): the
+    gradients against eager's, the ``sin`` values hoisted."""
+    gen = torch.Generator().manual_seed(8)
+    q0, k0, g1, g2 = (torch.randn(2, 4, 64, 32, generator=gen) for _ in range(4))
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, 32, 2, dtype=torch.float32) / 32))
+    grads = []
+    for fn in (_rotary, torch.compile(_rotary, fullgraph=True)):
+        q, k = q0.clone().requires_grad_(True), k0.clone().requires_grad_(True)
+        a, b = fn(q, k, inv_freq)
+        ((a * g1).sum() + (b * g2).sum()).backward()
+        grads.append((q.grad, k.grad))
+    for want, got in zip(*grads):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert _hoisted(opencl) >= 1

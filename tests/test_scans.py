@@ -142,9 +142,12 @@ def test_logcumsumexp_backward_at_large_values(target: str) -> None:
     assert halide_xpu.stats.counters["kernels_generated"] > 0
 
 
-def test_chunked_scan_is_one_cuda_kernel(target: str, chunked: None, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("rows", [8, 1])
+def test_chunked_scan_is_one_cuda_kernel(target: str, chunked: None, tmp_path, monkeypatch: pytest.MonkeyPatch,
+                                         rows: int) -> None:
     """The chunked form built as a CUDA twin (H100 caps, no GPU): one launch, a work-group per row, a work-item per
-    chunk (was five kernels: each Func's pure and update stage on its own)."""
+    chunk (was five kernels: each Func's pure and update stage on its own). One row (HF Llama's packed-sequence
+    check over 1 x 512 position ids) is one work-group, not one work-item scanning the whole row."""
     import re
     import sys
     from pathlib import Path
@@ -156,7 +159,7 @@ def test_chunked_scan_is_one_cuda_kernel(target: str, chunked: None, tmp_path, m
     from replay_kernel import compile_cuda_twin, load_meta
 
     monkeypatch.setattr(halide_xpu.config, "cache_dir", str(tmp_path))
-    x = torch.randint(0, 3, (8, 512))
+    x = torch.randint(0, 3, (rows, 512))
     _check(lambda x: (torch.cumsum(x, 1), *torch.cummax(x.float(), 1)), x)
     entries = [p.parent for p in tmp_path.rglob("kernel.py") if "_loc = hl.Func" in p.read_text()]
     assert entries, "no chunked scan kernel built"
@@ -165,4 +168,4 @@ def test_chunked_scan_is_one_cuda_kernel(target: str, chunked: None, tmp_path, m
         _, lines, variant = compile_cuda_twin(load_meta(entry), (entry / "kernel.py").read_text(), lower_to(stmt))
         assert variant == "scan_chunks", lines
         launches = re.findall(r'halide_cuda_run\([^,]+, "[^"]+", (\d+), \d+, \d+, (\d+),', stmt.read_text(errors="replace"))
-        assert launches == [("8", "16")], launches  # 8 rows, 512 / 32 chunks
+        assert launches == [(str(rows), "16")], launches  # a work-group per row, 512 / 32 chunks

@@ -37,6 +37,8 @@ def _fmt(x: Any) -> str:
         return x.name()
     if isinstance(x, hl.TailStrategy):
         return f"hl.TailStrategy.{x.name}"
+    if isinstance(x, hl.MemoryType):
+        return f"hl.MemoryType.{x.name}"
     if isinstance(x, hl.Func):
         return x.name()
     if isinstance(x, hl.Stage):
@@ -87,6 +89,7 @@ class Recorder:
         self.block_vars: set[str] = set()  # Vars given to gpu_blocks / the block Var of gpu_tile
         self.unroll_lanes = unroll_lanes
         self.labels: set[str] = set()  # every stage label given a directive ("f", "f.update(0)", ...)
+        self.hoisted: dict[str, Any] = {}  # broadcast name -> the output computing it per work-item (pointwise)
 
     def __call__(self, stage: Any, label: str, method: str, *args: Any) -> Any:
         if method == "vectorize" and self.unroll_lanes:

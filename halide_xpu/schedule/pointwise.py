@@ -77,46 +77,99 @@ def inner_broadcasts(plan: Plan, out: hl.Func) -> list[hl.Func]:
     """Pure Funcs over ``out``'s innermost Var alone that a Func of more dims reads: a batch norm's per-channel
     ``rsqrt(var / n + eps) * w`` in a channels-last apply, a LayerNorm's weight and bias. Only the outermost such
     Funcs: the ones they read are inlined into them."""
-    inner = out.args()[0].name()
+    return broadcasts(plan, out, {out.args()[0].name()})
+
+
+def broadcasts(plan: Plan, out: hl.Func, within: Optional[set[str]] = None) -> list[hl.Func]:
+    """Pure Funcs over a proper subset of ``out``'s Vars (over Vars of ``within`` alone, where given) that a Func
+    of other Vars reads: what every point of ``out`` that differs only in the other Vars computes alike."""
+    names = {v.name() for v in out.args()}
+    reached = plan.reached(source_name(out))
     found = []
     for name, (args, _) in plan.defs.items():
         func = plan.funcs.get(name)
-        if args != [inner] or not isinstance(func, hl.Func) or func.has_update_definition() \
+        if not args or args == ["()"] or not set(args) < names or (within is not None and not set(args) <= within) \
+                or name not in reached or not isinstance(func, hl.Func) or func.has_update_definition() \
                 or name in plan.meta.reductions:
             continue
-        readers = (rhs for other, (a, rhs) in plan.defs.items() if other != name and a != [inner])
+        readers = (rhs for other, (a, rhs) in plan.defs.items() if other != name and set(a) != set(args))
         if any(re.search(rf"\b{name}\[", rhs) for rhs in readers):
             found.append(func)
     return found
 
 
-def rows_shape(plan: Plan, out: hl.Func, spec: ScheduleSpec) -> Optional[tuple[int, int, int]]:
-    """(lanes, channel groups, rows per work-item) of the rows form for ``out`` (GPU, several dims, per-channel
-    values: ``inner_broadcasts``), or None where it does not apply (fewer than 2 rows, extents not static). Lanes a
-    CUDA kernel unrolls (``Recorder.unroll_lanes``: an 8-bit mask beside bf16 words) stay adjacent here, as in
-    ``gpu_fused``: the per-channel work saved outweighs the strided lanes' coalescing."""
+def rows_shape(plan: Plan, out: hl.Func, spec: ScheduleSpec,
+               outs: Optional[list[hl.Func]] = None) -> Optional[tuple[int, int, int, tuple[str, ...]]]:
+    """(lanes, channel groups, rows per work-item, the row Vars) of the rows form for ``out`` (GPU, several dims,
+    costly broadcast values), or None where it does not apply (fewer than 2 rows, extents not static). The row Vars
+    are the outer Vars that the costly broadcasts of ``out`` (and of every Func of ``outs``, which share its loops)
+    do not depend on, and the rows divide their extent, so that every row of a work-item reads the same broadcast
+    values. Three kinds of broadcast decide in turn, the first that leaves rows (``_BROADCAST_KINDS``): those
+    computing a transcendental (Llama's rotary embedding computed ``sin``/``cos`` of a position and frequency at
+    every head and batch index), every costly one, those over the innermost Var alone (a LayerNorm's weight beside
+    its per-row statistics). Lanes a CUDA kernel unrolls (``Recorder.unroll_lanes``: an 8-bit mask beside bf16
+    words) stay adjacent here, as in ``gpu_fused``: the broadcast work saved outweighs the strided lanes'
+    coalescing."""
     args = list(out.args())
     if not (plan.caps.gpu and len(args) > 1 and plan.gpu_vectors and spec.get("hoist_rows", 4) > 1):
         return None
     c, n = plan.var_extent(out, args[0]), total([plan.var_extent(out, v) for v in args[1:]])
     if not c or not n:
         return None
-    vec, rows = spec.get("vector", 4), spec.get("hoist_rows", 4)
+    vec = spec.get("vector", 4)
     while vec > 1 and c % vec:
         vec //= 2
     groups = c // vec
-    while rows > 1 and (n % rows or groups * (n // rows) < max(1, plan.caps.parallelism) * 256):
-        rows //= 2
-    return (vec, groups, rows) if rows >= 2 and any(_worth_hoisting(plan, f) for f in inner_broadcasts(plan, out)) \
-        else None
+    for kind in _BROADCAST_KINDS:
+        found = [_free_vars(plan, o, kind) for o in (outs or [out])]
+        if any(f is None for f in found):
+            continue
+        free = [v for v in args[1:] if all(v.name() in f for f in found)]
+        m = total([plan.var_extent(out, v) for v in free]) if free else None
+        if not m:
+            continue
+        rows = spec.get("hoist_rows", 4)
+        while rows > 1 and (m % rows or groups * (n // rows) < max(1, plan.caps.parallelism) * 256):
+            rows //= 2
+        if rows >= 2:
+            return vec, groups, rows, tuple(v.name() for v in free)
+    return None
 
 
-_COSTLY = re.compile(r"\bin_ptr\d+|sqrt\(| / ")  # a per-channel parameter load, a root or a division
+_BROADCAST_KINDS = ("transcendental", "costly", "inner")
+
+
+def _free_vars(plan: Plan, out: hl.Func, kind: str) -> Optional[set[str]]:
+    """The names of the outer Vars of ``out`` that no costly broadcast of ``kind`` (``_BROADCAST_KINDS``) depends
+    on; None where ``out`` has none of that kind."""
+    inner = out.args()[0].name()
+    if kind == "transcendental":  # the Funcs calling one (not the broadcasts reading them, which may span more)
+        names = {v.name() for v in out.args()}
+        found = [plan.defs[n][0] for n in plan.reached(source_name(out))
+                 if n in plan.defs and plan.defs[n][0] not in ([], ["()"]) and set(plan.defs[n][0]) < names
+                 and _TRANSCENDENTAL.search(plan.defs[n][1]) and n not in plan.meta.reductions]
+    else:
+        found = [plan.defs[source_name(f)][0] for f in broadcasts(plan, out, {inner} if kind == "inner" else None)
+                 if _worth_hoisting(plan, f)]
+    if not found:
+        return None
+    used = {inner}.union(*(set(a) for a in found))
+    return {v.name() for v in out.args()[1:] if v.name() not in used}
+
+
+def _transcendental(plan: Plan, func: hl.Func) -> bool:
+    """Whether ``func`` computes a transcendental, directly or through the Funcs it reads."""
+    name = source_name(func)
+    return any(_TRANSCENDENTAL.search(plan.defs.get(n, ([], ""))[1]) for n in {name} | plan.reached(name))
+
+
+_COSTLY = re.compile(r"\bin_ptr\d+|sqrt\(| / |\b(?:hl|hx)\.(?:sin|cos|tan|exp|log|pow|erf|tanh|atan)")
+# a broadcast parameter load, a root, a division or a transcendental
 
 
 def _worth_hoisting(plan: Plan, func: hl.Func) -> bool:
-    """Whether the per-channel Func ``func`` (``inner_broadcasts``) loads a parameter or computes a root or a
-    division, directly or through the Funcs it reads: what the rows form saves. Index predicates alone are not
+    """Whether the broadcast Func ``func`` (``broadcasts``) loads a parameter or computes a root, a division or a
+    transcendental, directly or through the Funcs it reads: what the rows form saves. Index predicates alone are not
     (GPT-2's bf16 q/k/v gradient concatenation, selects on the channel index, took the rows form from the strided
     lanes: 33.0 -> 39.5 us on the H200, Triton 17.4)."""
     name = source_name(func)
@@ -124,7 +177,7 @@ def _worth_hoisting(plan: Plan, func: hl.Func) -> bool:
 
 
 def _gpu_rows(rec: Recorder, plan: Plan, out: hl.Func, label: str, args: list[hl.Var], spec: ScheduleSpec,
-              shape: tuple[int, int, int], prefix: Optional[str] = None) -> hl.Var:
+              shape: tuple[int, int, int, tuple[str, ...]], prefix: Optional[str] = None) -> hl.Var:
     """GPU, the rows form: each work-item takes ``vector`` adjacent points of the innermost dim (channels) in
     ``hoist_rows`` rows of the outer dims, unrolled, so what a point computes from its channel alone (the Funcs of
     ``inner_broadcasts``, inlined) is the same expression in every row and is computed once per work-item (LLVM
@@ -135,11 +188,12 @@ def _gpu_rows(rec: Recorder, plan: Plan, out: hl.Func, label: str, args: list[hl
     keep the copies apart) and are fewer where the work-items would not give ``caps.parallelism`` compute units 256
     each (``shape``, from ``rows_shape``). ``prefix`` names the loop Vars (outputs fused with ``compute_with`` share
     them, ``gpu_fused``)."""
-    vec, groups, rows = shape
+    vec, groups, rows, free = shape
     name = prefix or label
-    inner, outer = args[0], args[1:]
-    n = total([plan.var_extent(out, v) for v in outer])
-    o = fuse_all(rec, out, outer, label, f"{name}_r") if len(outer) > 1 else outer[0]
+    inner = args[0]
+    rest, used = [v for v in args[1:] if v.name() in free], [v for v in args[1:] if v.name() not in free]
+    n = total([plan.var_extent(out, v) for v in args[1:]])
+    o = fuse_all(rec, out, rest, label, f"{name}_r") if len(rest) > 1 else rest[0]
     cv, lanes, ro, ri = (hl.Var(f"{name}_{s}") for s in ("cv", "lanes", "ro", "ri"))
     f, bx, tx = hl.Var(f"{name}_rf"), hl.Var(f"{name}_wg"), hl.Var(f"{name}_wi")
     if vec > 1:
@@ -149,11 +203,53 @@ def _gpu_rows(rec: Recorder, plan: Plan, out: hl.Func, label: str, args: list[hl
     rec(out, label, "split", o, ro, ri, rows, GUARD)
     rec(out, label, "reorder", *([lanes] if vec > 1 else []), ri, cv, ro)
     rec(out, label, "fuse", cv, ro, f)
+    if used:  # the broadcasts' Vars: outside the rows, so no row's index of them depends on the unrolled Var
+        u = fuse_all(rec, out, used, label, f"{name}_u") if len(used) > 1 else used[0]
+        rec(out, label, "fuse", f, u, hl.Var(f"{name}_ru"))
+        f = hl.Var(f"{name}_ru")
     rec(out, label, "gpu_tile", f, bx, tx, max(1, min(spec.get("wg", 256), pow2_floor(groups * (n // rows)))), GUARD)
     rec(out, label, "unroll", ri)
     if vec > 1:
         rec(out, label, "vectorize", lanes)
+    if not prefix:
+        _compute_broadcasts(rec, plan, out, tx, inner.name(), vec, free)
     return bx
+
+
+def _hoisted_broadcasts(plan: Plan, out: hl.Func, free: tuple[str, ...]) -> list[hl.Func]:
+    """The outermost broadcasts of ``out`` computing a transcendental that no row Var (``free``) reaches: computed
+    once per work-item (``_compute_broadcasts``)."""
+    chosen = [f for f in broadcasts(plan, out) if not set(plan.defs[source_name(f)][0]) & set(free)
+              and _transcendental(plan, f)]
+    inside = set().union(*(plan.reached(source_name(f)) for f in chosen)) if chosen else set()
+    return [f for f in chosen if source_name(f) not in inside]
+
+
+def _compute_broadcasts(rec: Recorder, plan: Plan, out: hl.Func, at: hl.Var, inner: str, vec: int,
+                        free: tuple[str, ...]) -> None:
+    """The broadcasts of ``_hoisted_broadcasts``, once per work-item at ``at`` (the rows read them): LLVM does not
+    merge the unrolled rows' copies of an inlined ``sin``, whose slow path writes a local array (Llama's rotary
+    embedding computed each once per point). A broadcast that another output's loop nest computes already
+    (``rec.hoisted``) is cloned for this output's readers (``clone_in``), or left inline where a reader serves
+    both."""
+    mine = plan.reached(source_name(out)) | {source_name(out)}
+    for f in _hoisted_broadcasts(plan, out, free):
+        name = source_name(f)
+        if name in rec.hoisted:
+            owner = source_name(rec.hoisted[name])
+            theirs = plan.reached(owner) | {owner}
+            readers = [r for r, (_, rhs) in plan.defs.items() if r in mine and re.search(rf"\b{name}\[", rhs)]
+            if not readers or any(r in theirs or r not in plan.funcs for r in readers):
+                continue
+            f = rec(f, f.name(), "clone_in", [plan.funcs[r] for r in readers])
+        else:
+            rec.hoisted[name] = out
+        rec(f, f.name(), "compute_at", out, at)
+        rec(f, f.name(), "store_in", hl.MemoryType.Register)  # every index a constant once unrolled
+        for v in f.args():  # a work-item's points (the lanes may be bf16 pairs: 2 x vec elements)
+            if v.name() == inner and vec > 1:
+                rec(f, f.name(), "vectorize", v, vec, GUARD)
+            rec(f, f.name(), "unroll", v)
 
 
 def _host(rec: Recorder, out: hl.Func, label: str, x: hl.Var, n: Optional[int], spec: ScheduleSpec, cores: int,
@@ -333,8 +429,15 @@ def gpu_fused(rec: Recorder, plan: Plan, funcs: list[hl.Func], n: int, spec: Sch
     # 0.54x (H100, sweep_bf16_da40170.md)
     gspec = gspec.with_params(unroll=1, strided=0)
     prefix = funcs[0].name()
-    shape = rows_shape(plan, funcs[0], gspec)
+    shape = rows_shape(plan, funcs[0], gspec, funcs)
     if shape is not None and all([v.name() for v in f.args()] == [v.name() for v in funcs[0].args()] for f in funcs):
+        if any(_hoisted_broadcasts(plan, f, shape[3]) for f in funcs):
+            # a loop nest each (one launch more), the transcendentals once per work-item: computed at a work-item of
+            # loops fused by compute_with they took Halide's bounds of the whole group (4x the points, or shared
+            # memory over every row and minutes of compile time)
+            for f in funcs:
+                _gpu_rows(rec, plan, f, f.name(), list(f.args()), gspec, shape)
+            return
         for f in funcs:  # one domain (``fusable_outputs``): the first output's shape is every output's
             _gpu_rows(rec, plan, f, f.name(), list(f.args()), gspec, shape, prefix)
         for before, f in zip(funcs, funcs[1:]):
