@@ -49,6 +49,11 @@ def schedule_output(rec: Recorder, plan: Plan, out: hl.Func, spec: ScheduleSpec)
     transposed = [v for v in args[1:] if plan.is_contiguous(v)]
     if transposed and not plan.caps.gpu:
         return _host_tiled(rec, out, label, args[0], transposed[0], spec)
+    shape = rows_shape(plan, out, spec)
+    if shape is not None and _hoisted_broadcasts(plan, out, shape[3]):
+        # transcendentals of a broadcast (HF Llama's rotary cos/sin of a position x frequency table, transposed to
+        # the output) computed once per work-item beat staging that small, much-reread table in tiles
+        return _gpu_rows(rec, plan, out, label, args, spec, shape)
     # a staged input is a global wrapper computed per tile of this output: only when nothing else reads the input
     # (a second output or a reduction would read the wrapper outside this output's loops: matrix_exp backward)
     alone = len(plan.meta.outputs) == 1 and not plan.meta.reductions

@@ -74,7 +74,10 @@ def scan_chunks(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     shape = [v.name() for v in outs[0].args()]
     if any([v.name() for v in o.args()] != shape for o in outs):
         raise NotApplicable("outputs of different dims")
-    axis = [v for v in outs[0].args() if v.name() not in {r.name() for r in rows}]
+    scanned = {v.name for v in plan.meta.loop_vars if v.reduction}  # the scanned dim (the outputs may broadcast
+    # the scan over dims it lacks: HF Llama's packed-sequence check scans 512 position ids for each of 8 rows)
+    axis = [v for v in outs[0].args() if v.name() in scanned] if scanned else \
+        [v for v in outs[0].args() if v.name() not in {r.name() for r in rows}]
     length = plan.var_extent(outs[0], axis[0]) if len(axis) == 1 else None
     chunk = plan.funcs.get(f"{names[0]}_len")  # an int the algorithm defines beside the chunk's Funcs
     width = sum(t.bytes() for loc, _ in pairs for t in loc.types())
