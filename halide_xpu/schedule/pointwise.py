@@ -126,8 +126,9 @@ def rows_shape(plan: Plan, out: hl.Func, spec: ScheduleSpec,
         vec //= 2
     groups = c // vec
     for kind in _BROADCAST_KINDS:
-        found = [_free_vars(plan, o, kind) for o in (outs or [out])]
-        if any(f is None for f in found):
+        # an output without broadcasts of this kind puts no bound on the rows
+        found = [f for f in (_free_vars(plan, o, kind) for o in (outs or [out])) if f is not None]
+        if not found:
             continue
         free = [v for v in args[1:] if all(v.name() in f for f in found)]
         m = total([plan.var_extent(out, v) for v in free]) if free else None
