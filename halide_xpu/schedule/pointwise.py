@@ -78,16 +78,10 @@ def schedule_output(rec: Recorder, plan: Plan, out: hl.Func, spec: ScheduleSpec)
     return _host(rec, out, label, fused, n, spec, plan.caps.parallelism, plan.tail)
 
 
-def inner_broadcasts(plan: Plan, out: hl.Func) -> list[hl.Func]:
-    """Pure Funcs over ``out``'s innermost Var alone that a Func of more dims reads: a batch norm's per-channel
-    ``rsqrt(var / n + eps) * w`` in a channels-last apply, a LayerNorm's weight and bias. Only the outermost such
-    Funcs: the ones they read are inlined into them."""
-    return broadcasts(plan, out, {out.args()[0].name()})
-
-
 def broadcasts(plan: Plan, out: hl.Func, within: Optional[set[str]] = None) -> list[hl.Func]:
     """Pure Funcs over a proper subset of ``out``'s Vars (over Vars of ``within`` alone, where given) that a Func
-    of other Vars reads: what every point of ``out`` that differs only in the other Vars computes alike."""
+    of other Vars reads: what every point of ``out`` that differs only in the other Vars computes alike (a batch
+    norm's per-channel ``rsqrt(var / n + eps) * w`` in a channels-last apply, a LayerNorm's weight and bias)."""
     names = {v.name() for v in out.args()}
     reached = plan.reached(source_name(out))
     found = []
@@ -163,10 +157,15 @@ def _free_vars(plan: Plan, out: hl.Func, kind: str) -> Optional[set[str]]:
     return {v.name() for v in out.args()[1:] if v.name() not in used}
 
 
+def _computes(plan: Plan, func: hl.Func, pattern: re.Pattern) -> bool:
+    """Whether a definition of ``func`` or of a Func it reads (directly or through others) matches ``pattern``."""
+    name = source_name(func)
+    return any(pattern.search(plan.defs.get(n, ([], ""))[1]) for n in {name} | plan.reached(name))
+
+
 def _transcendental(plan: Plan, func: hl.Func) -> bool:
     """Whether ``func`` computes a transcendental, directly or through the Funcs it reads."""
-    name = source_name(func)
-    return any(_TRANSCENDENTAL.search(plan.defs.get(n, ([], ""))[1]) for n in {name} | plan.reached(name))
+    return _computes(plan, func, _TRANSCENDENTAL)
 
 
 _COSTLY = re.compile(r"\bin_ptr\d+|sqrt\(| / |\b(?:hl|hx)\.(?:sin|cos|tan|exp|log|pow|erf|tanh|atan)")
@@ -178,16 +177,15 @@ def _worth_hoisting(plan: Plan, func: hl.Func) -> bool:
     transcendental, directly or through the Funcs it reads: what the rows form saves. Index predicates alone are not
     (GPT-2's bf16 q/k/v gradient concatenation, selects on the channel index, took the rows form from the strided
     lanes: 33.0 -> 39.5 us on the H200, Triton 17.4)."""
-    name = source_name(func)
-    return any(_COSTLY.search(plan.defs.get(n, ([], ""))[1]) for n in {name} | plan.reached(name))
+    return _computes(plan, func, _COSTLY)
 
 
 def _gpu_rows(rec: Recorder, plan: Plan, out: hl.Func, label: str, args: list[hl.Var], spec: ScheduleSpec,
               shape: tuple[int, int, int, tuple[str, ...]], prefix: Optional[str] = None) -> hl.Var:
     """GPU, the rows form: each work-item takes ``vector`` adjacent points of the innermost dim (channels) in
-    ``hoist_rows`` rows of the outer dims, unrolled, so what a point computes from its channel alone (the Funcs of
-    ``inner_broadcasts``, inlined) is the same expression in every row and is computed once per work-item (LLVM
-    merges the unrolled copies; ``test_rows_form_computes_channel_values_once``). The flat form computed it at every
+    ``hoist_rows`` rows of the row Vars (``shape``), unrolled, so what a point computes without them (the Funcs of
+    ``broadcasts``, inlined) is the same expression in every row and is computed once per work-item (LLVM merges
+    the unrolled copies, ``test_rows_form_computes_channel_values_once``; transcendentals: ``_compute_broadcasts``). The flat form computed it at every
     point: bf16 ResNet-18's batch-norm apply spent two IEEE square roots, reciprocals and divisions and 8 parameter
     loads per element, instruction-bound at 1.9x Triton. A warp's work-items take adjacent channel groups of one
     row, so every load stays coalesced. Rows divide the outer extent (no guard around an unrolled row, which would

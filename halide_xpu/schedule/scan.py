@@ -67,17 +67,13 @@ def scan_chunks(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     if len(widths) > 1:  # mixed widths go to per-launch global scratch (separate_local_widths), which corrupted
         # the OpenCL CPU device's heap here (cummax of uint8: uint8 values beside int64 indices)
         raise NotApplicable(f"chunk scans of mixed element widths {sorted(widths)}")
-    loc0 = pairs[0][0]
-    chunk_names = {v.name() for v in loc0.args()[:2]}  # (j, c): the chunk's position, the chunk
-    rows = [v for v in loc0.args() if v.name() not in chunk_names]
     outs = plan.outputs()
     shape = [v.name() for v in outs[0].args()]
     if any([v.name() for v in o.args()] != shape for o in outs):
         raise NotApplicable("outputs of different dims")
     scanned = {v.name for v in plan.meta.loop_vars if v.reduction}  # the scanned dim (the outputs may broadcast
     # the scan over dims it lacks: HF Llama's packed-sequence check scans 512 position ids for each of 8 rows)
-    axis = [v for v in outs[0].args() if v.name() in scanned] if scanned else \
-        [v for v in outs[0].args() if v.name() not in {r.name() for r in rows}]
+    axis = [v for v in outs[0].args() if v.name() in scanned]
     length = plan.var_extent(outs[0], axis[0]) if len(axis) == 1 else None
     chunk = plan.funcs.get(f"{names[0]}_len")  # an int the algorithm defines beside the chunk's Funcs
     width = sum(t.bytes() for loc, _ in pairs for t in loc.types())
@@ -85,7 +81,7 @@ def scan_chunks(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     if length is None or chunk is None or length * width > budget:
         raise NotApplicable("a row's chunks do not fit local memory")
     anchor = outs[0]
-    block, oc, oj = hl.Var("scan_row"), hl.Var("scan_oc"), hl.Var("scan_oj")
+    block, oj = hl.Var("scan_row"), hl.Var("scan_oj")
     for o in outs:  # work-item c stores its chunk's points (serially); work-groups over the rows
         o_rows = [v for v in o.args() if v.name() != axis[0].name()]
         oc = hl.Var("scan_oc")
@@ -93,8 +89,9 @@ def scan_chunks(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         if o_rows:
             row = fuse_all(rec, o, o_rows, o.name(), prefix="scan_row") if len(o_rows) > 1 else o_rows[0]
         else:  # one row (HF Llama's packed-sequence check: 1 x 512): one work-group, its block loop of extent 1
-            row, oc = hl.Var("scan_row"), hl.Var("scan_c")
-            rec(o, o.name(), "split", hl.Var("scan_oc"), row, oc, -(-length // chunk), GUARD)
+            row, c = hl.Var("scan_row"), hl.Var("scan_c")
+            rec(o, o.name(), "split", oc, row, c, -(-length // chunk), GUARD)
+            oc = c
         rec(o, o.name(), "reorder", oj, oc, row)
         rec(o, o.name(), "gpu_blocks", row)
         rec(o, o.name(), "gpu_threads", oc)
