@@ -495,13 +495,26 @@ def test_masked_softmax_partials_in_local_memory(monkeypatch, tmp_path):
     assert not [line for line in twins[0][2] if "Heap" in line], twins[0][2]
 
 
-@pytest.mark.parametrize("n,launches", [(768 * 4, 1), (1001, 2)])
+def _update_inputs(n: Any) -> tuple[torch.Tensor, ...]:
+    """Three inputs of ``n`` points, or rows of a wider buffer for ``n = (rows, width, used)`` (a 2-D layout
+    Inductor cannot flatten: strided rows)."""
+    if isinstance(n, int):
+        return tuple(torch.randn(n) for _ in range(3))
+    rows, width, used = n
+    return tuple(torch.randn(rows, width)[:, :used] for _ in range(3))
+
+
+UPDATE_SHAPES = [(768 * 4, 1), (1001, 2), ((64, 320, 256), 1), ((64, 96, 64), 1), ((64, 40, 24), 2)]
+
+
+@pytest.mark.parametrize("n,launches", UPDATE_SHAPES)
 def test_in_place_update_reads_registers(n, launches, monkeypatch, tmp_path):
     """An optimizer-style in-place update of several buffers: each work-item loads the points it overwrites into
     registers before storing (one kernel) when the points tile exactly; otherwise the inputs are copied by a kernel
-    first (a tail work-item's copy would read past the end)."""
+    first (a tail work-item's copy would read past the end). A 2-D layout: a row of vectors per work-group, which
+    needs at least 32 of them (rows of 64 points: 32 pairs; of 24: the copies)."""
     monkeypatch.setattr(__import__("halide_xpu").config, "cache_dir", str(tmp_path))
-    found = _twin_launches(_update, (torch.randn(n), torch.randn(n), torch.randn(n)), monkeypatch, tmp_path)
+    found = _twin_launches(_update, _update_inputs(n), monkeypatch, tmp_path)
     assert found == [("pointwise_fused", launches)], found
 
 
@@ -510,13 +523,13 @@ def _update(p: torch.Tensor, m: torch.Tensor, g: torch.Tensor) -> None:
     p.sub_(0.1 * m / (p.abs() + 1))
 
 
-@pytest.mark.parametrize("n", [768 * 4, 1001])
+@pytest.mark.parametrize("n", [n for n, _ in UPDATE_SHAPES])
 def test_in_place_update_correct(target, n):
     """The in-place update above gives eager's values on every target, with and without register copies."""
     import halide_xpu
 
     torch.manual_seed(0)
-    base = [torch.randn(n) for _ in range(3)]
+    base = _update_inputs(n)
     ref = [t.clone() for t in base]
     _update(*ref)
     got = on_target(tuple(t.clone() for t in base))

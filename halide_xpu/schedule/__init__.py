@@ -136,12 +136,13 @@ _OUT_INDEX = re.compile(r"^\s*out_ptr\d+\[([^\]]*)\]\s*=", re.M)
 
 
 def private_points(plan: Plan, meta: KernelMeta) -> bool:
-    """Whether a work-item reads the inputs its outputs overwrite only at its own points: one 1-D layout for every
+    """Whether a work-item reads the inputs its outputs overwrite only at its own points: one layout for every
     output and every such input, and the source reads those inputs only at the outputs' index (an optimizer's
-    update). Such copies can live in the work-item's registers, loaded before any output is stored."""
+    update; Llama's 2-D ``down_proj`` weight too). Such copies can live in the work-item's registers, loaded
+    before any output is stored."""
     outs = [a for a in meta.args if a.kind == "out"]
     layouts = {(a.shape, a.stride, a.offset) for a in meta.args if a.kind == "out" or a.name in meta.snapshots}
-    if not meta.snapshots or len(layouts) != 1 or len(outs[0].shape) != 1:
+    if not meta.snapshots or len(layouts) != 1 or not outs[0].shape:
         return False
     lhs = index_texts(_OUT_INDEX, plan.source)
     return len(lhs) == 1 and all(reads(plan.source, n) == lhs for n in meta.snapshots)
@@ -176,14 +177,20 @@ def _snapshot_inputs(rec: Recorder, plan: Plan, meta: KernelMeta, in_registers: 
 def _register_tiling(plan: Plan, meta: KernelMeta, spec: ScheduleSpec) -> Optional[tuple[int, int]]:
     """(work-group size, lanes) for ``_fused_in_registers``: the kernel qualifies (``private_points``) and its
     points tile exactly, so no work-item lies past the end (a work-item's register copy is loaded outside the
-    tail guard Halide puts around stores: a tail would read past the inputs). None: the copy kernel instead."""
+    tail guard Halide puts around stores: a tail would read past the inputs). An N-D layout takes one row of
+    vectors per work-group (32 to 1024 work-items). None: the copy kernel instead."""
     if not (pointwise.fusable_outputs(plan) and private_points(plan, meta)):
         return None
-    n = plan.var_extent(plan.outputs()[0], plan.outputs()[0].args()[0])
+    out = plan.outputs()[0]
+    dims = [plan.var_extent(out, v) for v in out.args()]
     vec = spec.get("vector", 4) if plan.gpu_vectors else 1
-    while n and vec >= 1:
-        if n % vec == 0:
-            wg = next((w for w in range(256, 31, -32) if (n // vec) % w == 0), None)
+    while dims[0] and vec >= 1:
+        if dims[0] % vec == 0:
+            n = dims[0] // vec
+            if len(dims) > 1:
+                wg = n if 32 <= n <= plan.caps.max_work_group else None
+            else:
+                wg = next((w for w in range(256, 31, -32) if n % w == 0), None)
             if wg is not None:
                 return wg, vec
         vec //= 2
@@ -194,10 +201,12 @@ def _fused_in_registers(rec: Recorder, plan: Plan, copies: list[hl.Func], wg: in
                         spec: ScheduleSpec) -> None:
     """Every output in one kernel, each work-item ``vec`` points of each; it loads its points of the inputs the
     outputs overwrite into registers first, then computes and stores every output: no copy kernel and no second
-    pass (AdamW's update: 2 launches and 13 array passes became 1 and 7)."""
+    pass (AdamW's update: 2 launches and 13 array passes became 1 and 7). An N-D layout: a row per work-group, its
+    outer dims the blocks (tiles of dims fused together took Halide's bounds of the copies over whole rows: the
+    fused stages' bounds lose ``f % rows``)."""
     outs = plan.outputs()
     prefix = outs[0].name()
-    wi = hl.Var(f"{prefix}_wi")
+    wi, block = hl.Var(f"{prefix}_wi"), f"{prefix}_wg"
     for f in outs:
         x = f.args()[0]
         if vec > 1:
@@ -205,10 +214,17 @@ def _fused_in_registers(rec: Recorder, plan: Plan, copies: list[hl.Func], wg: in
             rec(f, f.name(), "split", x, xv, lanes, vec, GUARD)
             rec(f, f.name(), "vectorize", lanes)
             x = xv
-        rec(f, f.name(), "gpu_tile", x, hl.Var(f"{prefix}_wg"), wi, wg, GUARD)
+        if len(f.args()) > 1:
+            rec(f, f.name(), "rename", x, wi)
+            rows = fuse_all(rec, f, list(f.args()[1:]), f.name(), prefix)
+            rec(f, f.name(), "rename", rows, hl.Var(block))
+            rec(f, f.name(), "gpu_blocks", hl.Var(block))
+            rec(f, f.name(), "gpu_threads", wi)
+        else:
+            rec(f, f.name(), "gpu_tile", x, hl.Var(block), wi, wg, GUARD)
     for before, f in zip(outs, outs[1:]):
         rec(f, f.name(), "compute_with", before, wi)
-    hoist_scalars(rec, plan, outs[0], f"{prefix}_wg")
+    hoist_scalars(rec, plan, outs[0], block)
     # ``vector_copies``: each work-item's points of an input in one vector load (always for bf16 pairs: 4 words are
     # one 128-bit load; narrower lanes would be scalar loads and shuffles, see Plan.unroll_lanes)
     vector = spec.get("vector_copies", 0) or bool(plan.meta.pairs)
