@@ -90,7 +90,7 @@ def chunked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(halide_xpu.config, "scan_chunks", "all")
 
 
-@pytest.mark.parametrize("n", [33, 64, 100, 512, 700])
+@pytest.mark.parametrize("n", [33, 64, 100, 512, 700, 2000])
 def test_chunked_scans(target: str, chunked: None, n: int) -> None:
     """Chunked scans (a row's 32-element chunks, then the chunk totals, then each element with its chunk's prefix)
     equal eager for every scan kind: rows not a whole number of chunks, cummax/cummin ties across chunk borders (the
@@ -175,5 +175,7 @@ def test_chunked_scan_is_one_cuda_kernel(target: str, chunked: None, tmp_path, m
         stmt = tmp_path / "twin.stmt"
         _, lines, variant = compile_cuda_twin(load_meta(entry), (entry / "kernel.py").read_text(), lower_to(stmt))
         assert variant == "scan_chunks", lines
-        launches = re.findall(r'halide_cuda_run\([^,]+, "[^"]+", (\d+), \d+, \d+, (\d+),', stmt.read_text(errors="replace"))
-        assert launches == [(str(rows), "16")], launches  # a work-group per row, 512 / 32 chunks
+        launches = re.findall(r'halide_cuda_run\([^,]+, "[^"]+", (\d+), \d+, \d+, (\d+), (\d+),',
+                              stmt.read_text(errors="replace"))
+        # a work-group per row, 512 / 32 chunks scanned by a work-item each, then a work-item per stored point
+        assert launches == [(str(rows), "32", "16")], launches

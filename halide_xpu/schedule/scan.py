@@ -56,7 +56,8 @@ def scan_chunks(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     """GPU, a chunked scan (pairs ``X_loc`` / ``X_pre`` of halide_xpu/scan.py): one kernel, a work-group per row (one
     for a single row: it had one work-item scan all of it, 7.0 us against Triton's 0.9 on the H200) and a work-item
     per chunk. Each work-item scans its chunk into local memory (its loads unrolled: in flight
-    together), one work-item combines the chunk totals, then each work-item stores its chunk's outputs. Was five
+    together), one work-item combines the chunk totals in one serial loop (unrolled, Halide put a barrier between
+    its steps: 15 for 16 chunks), then the work-group stores the outputs, adjacent work-items adjacent points. Was five
     kernels (each Func's pure and update stage on its own); the rows of few-row scans (HF Llama's position_ids, 8
     rows of 512) went to Triton before the chunked form."""
     names = list(plan.meta.reductions)
@@ -92,11 +93,23 @@ def scan_chunks(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
             row, c = hl.Var("scan_row"), hl.Var("scan_c")
             rec(o, o.name(), "split", oc, row, c, -(-length // chunk), GUARD)
             oc = c
-        rec(o, o.name(), "reorder", oj, oc, row)
+        # the chunk's points across work-items too (adjacent work-items store adjacent points): at most the
+        # work-group's limit, the rest of the chunk a serial loop inside each work-item
+        count = -(-length // chunk)
+        lanes = chunk
+        while lanes > 1 and lanes * count > plan.caps.max_work_group:
+            lanes //= 2
+        inner = oj
+        if lanes < chunk:
+            inner = hl.Var("scan_ol")
+            rec(o, o.name(), "split", oj, oj, inner, lanes, GUARD)
+            rec(o, o.name(), "reorder", oj, inner, oc, row)
+        else:
+            rec(o, o.name(), "reorder", oj, oc, row)
         rec(o, o.name(), "gpu_blocks", row)
-        rec(o, o.name(), "gpu_threads", oc)
+        rec(o, o.name(), "gpu_threads", inner, oc)
         if o is not anchor:
-            rec(o, o.name(), "compute_with", anchor, oc)
+            rec(o, o.name(), "compute_with", anchor, oj)
         block = row
     for loc, pre in pairs:
         j, c = loc.args()[:2]
@@ -109,7 +122,4 @@ def scan_chunks(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         if pre.has_update_definition():  # a serial walk over the chunk totals, on one work-item of the group
             steps = -(-length // chunk) - 1  # the chunks after the first
             label = f"{pre.name()}.update(0)"
-            if steps <= 64:  # the totals' loads from local memory in flight together
-                rec(pre.update(0), label, "unroll", pre.rvars(0)[0])
-            else:
-                rec(pre.update(0), label, "unscheduled")
+            rec(pre.update(0), label, "unscheduled")
