@@ -109,6 +109,15 @@ def index_checked(value: hl.Expr, ok: hl.Expr) -> hl.Expr:
     return hl.select(mark == hl.f32(0), value, hl.cast(value.type(), 0))
 
 
+def indicator(flag: object) -> hl.Expr:
+    """A bool as an int32 0 or 1: the summand of a count accumulated in int32 (kernel_reductions ``_count``). Only a
+    bool may be narrowed so; anything else is an error here, never a silently wrapped sum."""
+    flag = flag if isinstance(flag, hl.Expr) else hl.Expr(flag)
+    if not flag.type().is_bool():
+        raise TypeError(f"a count's summand must be a bool, not {flag.type()}")
+    return hl.cast(hl.Int(32), flag)
+
+
 def row_index(var: hl.Expr) -> hl.Expr:
     """``var`` through a Func that returns its argument (inlined away when lowered). An update storing at it keeps
     that RVar impure, as a scatter's row RVars are, so the two updates' loops may be fused (``compute_with`` needs

@@ -2,6 +2,7 @@
 max) or gets wrong (Welford), lowered as plain reductions (a mixin of ``kernel.HalideXpuKernel``)."""
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import sympy
@@ -19,6 +20,8 @@ class ReductionLowering:
             result = self._arg_reduction(src_dtype, reduction_type, value)
         elif dtype == torch.bool and reduction_type in ("any", "max", "min") and not isinstance(value, tuple):
             return self._bool_reduction(reduction_type, value)  # its int32 accumulator is the reduction Func
+        elif reduction_type == "sum" and dtype == torch.int64 and (flag := self._counted_flag(value)) is not None:
+            return self._count(value, flag)  # its int32 accumulator is the reduction Func
         else:
             result = super().reduction(dtype, src_dtype, reduction_type, value)
         for var in result if isinstance(result, tuple) else (result,):
@@ -44,6 +47,37 @@ class ReductionLowering:
         if acc.name not in self.reduction_funcs:
             self.reduction_funcs.append(acc.name)
         result = self.genfunc(f"{acc} > 0", acc.used_dims, shape=acc.shape)
+        self.cse.reduction_cache[cache_key] = result
+        return result
+
+    def _counted_flag(self, value: Any) -> str | None:
+        """The bool ``value`` casts to int64 (``hl.cast(hl.Int(64), flag)``, a loss's count of targets not ignored),
+        where the reduction's length is static and below 2**31 (an int32 count cannot overflow); else None."""
+        if isinstance(value, tuple) or not isinstance(value, HalideCSEVariable):
+            return None
+        numel = sympy.S.One
+        for tree in self.range_trees:
+            if getattr(tree, "is_reduction", False):
+                numel = numel * tree.numel
+        if not (numel.is_Integer and int(numel) < 2**31):
+            return None
+        key = next((k for k, v in self.cse._cache.items() if v is value and isinstance(k, str)), None)
+        m = re.fullmatch(r"hl\.cast\(hl\.Int\(64\), (tmp\d+\[[^\[\]]*\])\)", key or "")
+        return m.group(1) if m else None
+
+    def _count(self, value: Any, flag: str) -> Any:
+        """A sum of int64 0/1 values (``_counted_flag``) accumulated in int32 and cast back: an int64 count beside
+        float32 sums sent every work-group's partials to global scratch (``separate_local_widths``) and kept the
+        kernel off the warp form (Halide shuffles 32-bit values at most); Llama's and ResNet-18's loss kernels.
+        ``hx.indicator`` refuses a summand that is not a bool when the algorithm is built."""
+        cache_key = (torch.int64, "sum", value)
+        if cache_key in self.cse.reduction_cache:
+            return self.cse.reduction_cache[cache_key]
+        wide = self.genfunc(f"hx.indicator({flag})", value.used_dims, shape=value.shape)
+        acc = super().reduction(torch.int32, torch.int32, "sum", wide)
+        if acc.name not in self.reduction_funcs:
+            self.reduction_funcs.append(acc.name)
+        result = self.genfunc(f"hl.cast(hl.Int(64), {acc})", acc.used_dims, shape=acc.shape)
         self.cse.reduction_cache[cache_key] = result
         return result
 

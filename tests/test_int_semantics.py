@@ -88,3 +88,17 @@ def test_integer_division_by_zero_on_device_targets(target: str, op: str) -> Non
         compiled(a, b)
     b[2] = 4
     torch.testing.assert_close(compiled(a, b), fn(a, b))
+
+
+def test_bool_counts_accumulate_in_int32(target: str) -> None:
+    """A count of bools (``(x > 0).sum()``, a loss's count of targets not ignored) is accumulated in int32 and cast
+    to int64 (``hx.indicator``: an int64 count beside float sums sent a GPU kernel's partials to global scratch);
+    a sum of int64 values keeps its int64 accumulator and wraps as eager's."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(37, 300, generator=g)
+    code = compile_and_check(lambda x: ((x > 0).sum(), (x > 0.5).sum(1), (x * (x > 0)).sum()), x, rtol=1e-5,
+                             atol=1e-4)
+    assert "hx.indicator(" in code, "the count was not narrowed"
+    big = torch.full((300,), 2**62, dtype=torch.int64)
+    code = compile_and_check(lambda i: (i.sum(), (i > 0).sum()), big)  # 300 * 2**62 wraps in int64
+    assert code.count("hx.indicator(") == 1, "only the bool count is narrowed"
