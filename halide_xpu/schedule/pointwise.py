@@ -21,12 +21,13 @@ def default_params(gpu: bool, vector_width: int) -> dict[str, int]:
     ``unroll_tile`` (transposes), ``strided`` (unrolled lanes a work-group apart, ``strided_lanes`` of them),
     ``stage_lanes`` (``staged_lanes`` of them, inputs staged in local memory), ``scalar_hoist`` (common.hoist_scalars)
     on GPUs, ``pairs`` (bf16 buffers as 32-bit words of two elements, pairs.py: 1 on CUDA, 2 on every GPU target),
-    ``tasks_per_core`` (host parallel split)."""
+    ``tasks_per_core`` (host parallel split), ``trig_vector`` (the lanes of a rows form whose broadcasts compute
+    a transcendental, ``rows_shape``)."""
     if gpu:  # tile: transposes in 64x64 local-memory tiles (H100: 1.15x Triton vs 1.22x with 32x32)
         # strided_lanes: H100 sweep (benchmarks/results/NVIDIA_H100_80GB_HBM3/sweep_bf16.md), 16 vs 4 lanes: bf16 gelu
         # 0.78 -> 0.49x Triton, a pad of bf16 logits 1.77 -> 1.64x, a bf16 scale 0.95 -> 0.96x
         return {"vector": 4, "wg": 256, "tile": 64, "unroll_tile": 1, "unroll": 1, "strided": 1, "strided_lanes": 16,
-                "stage_lanes": 1, "staged_lanes": 8, "scalar_hoist": 1, "pairs": 1, "hoist_rows": 4}
+                "stage_lanes": 1, "staged_lanes": 8, "scalar_hoist": 1, "pairs": 1, "hoist_rows": 4, "trig_vector": 1}
     return {"vector": vector_width, "tasks_per_core": 4, "min_chunk": 4096}
 
 
@@ -115,15 +116,20 @@ def rows_shape(plan: Plan, out: hl.Func, spec: ScheduleSpec,
     c, n = plan.var_extent(out, args[0]), total([plan.var_extent(out, v) for v in args[1:]])
     if not c or not n:
         return None
-    vec = spec.get("vector", 4)
-    while vec > 1 and c % vec:
-        vec //= 2
-    groups = c // vec
     for kind in _BROADCAST_KINDS:
         # an output without broadcasts of this kind puts no bound on the rows
         found = [f for f in (_free_vars(plan, o, kind) for o in (outs or [out])) if f is not None]
         if not found:
             continue
+        # transcendental broadcasts (computed per work-item, ``_compute_broadcasts``): narrow work-items, many of
+        # them. H200 sweep of Llama's four rotary kernels (bf16 words, 65k work-items of 8 words at vector 4):
+        # vector 2 / 1 took 0.58-0.68x / 0.47-0.68x the time of 4 (``rotary_vector_sweep_52f2a17.md``)
+        vec = spec.get("vector", 4)
+        if kind == "transcendental":
+            vec = min(vec, spec.get("trig_vector", 1))
+        while vec > 1 and c % vec:
+            vec //= 2
+        groups = c // vec
         free = [v for v in args[1:] if all(v.name() in f for f in found)]
         m = total([plan.var_extent(out, v) for v in free]) if free else None
         if not m:
