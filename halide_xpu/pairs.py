@@ -21,8 +21,11 @@ _LAYOUT = "# buffer layouts"
 
 
 def applicable(meta: KernelMeta) -> bool:
-    """``pairs`` 1: CUDA kernels (measured there); 2: every device target that keeps bf16 as bits (tests)."""
+    """``pairs`` 1: CUDA kernels (measured there); 2: every device target that keeps bf16 as bits (tests). Row
+    reductions: ``pair_rows`` with warps (``warp_rows``), CUDA only (``_row_inputs``)."""
     want = meta.schedule.get("pairs", 0)
+    if meta.reductions:
+        want = meta.schedule.get("pair_rows", 0) if meta.schedule.get("warp_rows", 0) else 0
     cuda = "cuda" in meta.halide_target.split("-")
     return bool(want and meta.bf16_as_bits and not meta.scalar_lanes and not meta.pairs and (cuda or want >= 2))
 
@@ -48,6 +51,8 @@ def eligible(meta: KernelMeta, source: str, inputs_only: bool = True) -> tuple[s
     passed as words where its stride-1 dim is read at that Var exactly in every access, the Var in no other index,
     with even extent and strides (a row gather ``wpe[h0, ids[h1]]``, a bias ``b[h0]``); other inputs keep their
     elements (a strided or transposed read)."""
+    if meta.reductions and inputs_only:
+        return _row_inputs(meta, source)
     if meta.reductions or any(v.reduction for v in meta.loop_vars) or not meta.outputs:
         return ()
     outs = [a for a in meta.args if a.kind == "out"]
@@ -79,6 +84,28 @@ def eligible(meta: KernelMeta, source: str, inputs_only: bool = True) -> tuple[s
         if index and all(i and i[0] == var and not any(re.search(rf"\b{var}\b", j) for j in i[1:]) for i in index):
             names.append(a.name)
     return tuple(n for n in (a.name for a in meta.args) if n in names)
+
+
+def _row_inputs(meta: KernelMeta, source: str) -> tuple[str, ...]:
+    """A row reduction's bf16 inputs to read as words: the reduced dim is the first loop Var (stride 1, static even
+    extent) and each such input is read at it exactly in every access (never in another index). The outputs keep
+    their elements; the warp form gives each lane adjacent pairs (``gpu_warps._lanes_along``), so a pair's two
+    halves are one 32-bit load (Llama's RMSNorm kernels read three bf16 rows per output row)."""
+    if not meta.loop_vars or not meta.loop_vars[0].reduction or STORAGE_SUFFIX not in source:
+        return ()
+    var, n = meta.loop_vars[0].name, meta.loop_vars[0].static_extent
+    if n is None or n < 2 or n % 2:
+        return ()
+    names = []
+    for a in meta.args:
+        if a.kind != "in" or not a.is_buffer or a.dtype != "bfloat16" or a.alias_of or not a.shape:
+            continue
+        if not (a.shape[0] == str(n) and _even_strides(a.stride)):
+            continue
+        index = accesses(source, a.name)
+        if index and all(i and i[0] == var and not any(re.search(rf"\b{var}\b", j) for j in i[1:]) for i in index):
+            names.append(a.name)
+    return tuple(names)
 
 
 def apply(meta: KernelMeta, source: str, inputs_only: bool = True) -> tuple[KernelMeta, str]:

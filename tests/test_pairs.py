@@ -1,6 +1,7 @@
 """bf16 pointwise kernels over 32-bit words of two elements (schedule parameter ``pairs``, halide_xpu/pairs.py):
 numbers against eager on every device target with the rewrite forced (``pairs=2``), the kernels that must stay
-elementwise, and the CUDA twin's PTX (128-bit accesses with it, 16-bit ones without)."""
+elementwise, and the CUDA twin's PTX (128-bit accesses with it, 16-bit ones without); row reductions' bf16 inputs
+as words (``pair_rows``)."""
 from __future__ import annotations
 
 import collections
@@ -17,7 +18,7 @@ from halide_xpu import compiler
 
 from conftest import compile_and_check
 from test_gpu_schedules import _cuda_twins
-from test_gpu_warps import _assembly
+from test_gpu_warps import _assembly, _residual_norm_bf16, _rms_norm
 
 
 def _bf16(*shapes: tuple[int, ...]) -> Callable[[], tuple[torch.Tensor, ...]]:
@@ -207,3 +208,48 @@ def test_cuda_twin_bf16_inputs_vectorize(monkeypatch, tmp_path):
                         tmp_path, lower=lower)
     assert len(twins) == 1 and len(found) == 1
     assert not any(".b16" in k for k in found[0]) and found[0]["st.global.v4.b32"] == 1, found[0]
+
+
+def _residual_rms(x: torch.Tensor, r: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Llama's residual sum and RMSNorm in bf16 (the sum an output too)."""
+    h = x + r
+    return h, _rms_norm(h, w)
+
+
+ROW_CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple]]] = {
+    "residual_rms_512": (_residual_rms, _bf16((64, 512), (64, 512), (512,))),
+    "rms_768": (_rms_norm, _bf16((40, 768), (768,))),
+    "rms_100": (_rms_norm, _bf16((33, 100), (100,))),  # rows no multiple of 64 pairs: the last lanes idle
+    "layer_norm": (_residual_norm_bf16, _bf16((2, 48, 256), (2, 48, 256), (256,))),
+    "softmax": (lambda x: torch.softmax(x.float(), -1).to(x.dtype), _bf16((24, 1000))),
+}
+
+
+@pytest.mark.parametrize("case", list(ROW_CASES))
+def test_row_reductions_read_bf16_words(target, case, monkeypatch, tmp_path):
+    """A row reduction's bf16 inputs read as words (``pair_rows`` forced to 2 on every device target; CUDA's warp
+    form takes it at 1): eager's numbers, and the kernel reads its rows through ``hx.pair_halves``."""
+    if target == "host":
+        pytest.skip("the host target computes bf16 natively (no bits to pair)")
+    monkeypatch.setattr(halide_xpu.config, "cache_dir", str(tmp_path))
+    monkeypatch.setattr(halide_xpu.config, "schedule_overrides", {"pair_rows": 2})
+    compiler._memory.clear()
+    fn, make = ROW_CASES[case]
+    # bf16 tolerances, and an absolute one of ~1 ulp at 1: a normalized value near 0 moves with the fp32 mean's
+    # rounding (pair_rows 0 gives the same numbers)
+    compile_and_check(fn, *make(), atol=1e-2, rtol=1.6e-2)
+    built = [(Path(lau.library).parent / "kernel.py").read_text() for lau in compiler._memory.values()
+             if lau.meta.target == target and lau.meta.reductions and not lau.meta.scalar_lanes]
+    assert built and all("hx.pair_halves(" in k for k in built), built
+
+
+def test_cuda_twin_warp_rows_load_words(monkeypatch, tmp_path):
+    """CUDA twin (``pair_rows`` 1, the default): Llama's residual RMSNorm takes the warp form with each lane on
+    adjacent pairs, so every bf16 row is read as 32-bit words (was one 16-bit load per element: 48 per lane of a
+    512-wide row's three inputs, now 24 of words)."""
+    monkeypatch.setattr(halide_xpu.config, "cache_dir", str(tmp_path))
+    lower, found = _accesses(tmp_path)
+    twins = _cuda_twins(ROW_CASES["residual_rms_512"][0], ROW_CASES["residual_rms_512"][1](), monkeypatch, tmp_path,
+                        lower=lower)
+    assert [t[3] for t in twins] == ["fused_warps"], [t[3] for t in twins]
+    assert found[0]["ld.global.nc.b16"] == 0 and found[0]["ld.global.nc.b32"] == 2 * 8 + 8, found[0]

@@ -56,15 +56,16 @@ def gpu_fused_warps(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         raise NotApplicable("warp rows: outputs of other shapes, or with updates")
     label = o.name()
     rb, ri = hl.Var(f"{label}_rb"), hl.Var(f"{label}_ri")
+    pair = bool(plan.meta.pairs) and ext % 2 == 0  # bf16 inputs as words (pairs._row_inputs): lanes take pairs
     for f in [o, *twins, *per_row]:
-        _row_lanes(rec, plan, f, rb, ri, per_group, label)
+        _row_lanes(rec, plan, f, rb, ri, per_group, label, pair)
         if f is not o:
             rec(f, f.name(), "compute_with", o, ri)
     staged = _staged(plan, spec, ext) if in_row else []
     for f in staged:
         rec(f, f.name(), "compute_at", o, ri)
         _lanes_along(rec, f, f.name(), next(v for v in f.args() if plan.is_reduction_var(v)), f"{f.name()}_x",
-                     [v for v in f.args() if not plan.is_reduction_var(v)], ext)
+                     [v for v in f.args() if not plan.is_reduction_var(v)], ext, pair)
     # folds only: 0-d constants (a row's length) and pure per-row results (Welford's mean: shift + sum / n) are
     # inlined where read (given a lane-0 branch, their shuffles of a fold stored in the branch before stayed in it)
     reductions = [f for f in plan.reductions() if f.args() and f.has_update_definition()]
@@ -90,12 +91,13 @@ def gpu_fused_warps(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
             lane0 = _lane_zero(rec, w, w.name(), w.args()[0], f.name())
             rec(w, w.name(), "compute_at", o, ri)
             rec(f, f.name(), "compute_at", w, lane0)
-        _warp_sum(rec, plan, f, o, ri, ext)
+        _warp_sum(rec, plan, f, o, ri, ext, pair)
     rec.note(f"fused_warps: {per_group} rows per work-group, rows staged in registers: "
              f"{', '.join(f.name() for f in staged) or 'none'}")
 
 
-def _row_lanes(rec: Recorder, plan: Plan, f: hl.Func, rb: hl.Var, ri: hl.Var, per_group: int, label: str) -> None:
+def _row_lanes(rec: Recorder, plan: Plan, f: hl.Func, rb: hl.Var, ri: hl.Var, per_group: int, label: str,
+               pair: bool = False) -> None:
     """``f``'s rows in work-groups of ``per_group`` warps (loops named after ``label``, so outputs fuse with
     compute_with): its elements along the row over the warp's lanes, or a per-row value on lane 0. Every output
     splits its row the same way (rows of ``per_group``, then of 1), so the loops from ``ri`` out have one name."""
@@ -105,7 +107,8 @@ def _row_lanes(rec: Recorder, plan: Plan, f: hl.Func, rb: hl.Var, ri: hl.Var, pe
     rec(f, f.name(), "split", rt, ri, one, 1)
     in_row = [v for v in f.args() if plan.is_reduction_var(v)]
     if in_row:
-        _lanes_along(rec, f, f.name(), in_row[0], f"{label}_x", [one, ri, rb, *grid], plan.var_extent(f, in_row[0]))
+        _lanes_along(rec, f, f.name(), in_row[0], f"{label}_x", [one, ri, rb, *grid], plan.var_extent(f, in_row[0]),
+                     pair)
     else:
         rec(f, f.name(), "reorder", one, ri, rb, *grid)
         rec(f, f.name(), "gpu_lanes", one)
@@ -114,11 +117,19 @@ def _row_lanes(rec: Recorder, plan: Plan, f: hl.Func, rb: hl.Var, ri: hl.Var, pe
 
 
 def _lanes_along(rec: Recorder, f: hl.Func, label: str, x: hl.Var, prefix: str, outer: list,
-                 ext: Optional[int]) -> None:
-    """Lane ``l`` takes elements ``l, l + 32, ...`` of ``x`` (unrolled: a staged row stays in registers)."""
+                 ext: Optional[int], pair: bool = False) -> None:
+    """Lane ``l`` takes elements ``l, l + 32, ...`` of ``x`` (unrolled: a staged row stays in registers); with
+    ``pair`` (bf16 inputs read as words, ``pairs._row_inputs``) the pairs ``2l, 2l + 1`` of each 64."""
     xs, xl = hl.Var(f"{prefix}_s"), hl.Var(f"{prefix}_l")
-    rec(f, label, "split", x, xs, xl, WARP, GUARD)
-    rec(f, label, "reorder", xl, xs, *outer)
+    if pair:
+        xr, xp = hl.Var(f"{prefix}_r"), hl.Var(f"{prefix}_p")
+        rec(f, label, "split", x, xs, xr, 2 * WARP, GUARD)
+        rec(f, label, "split", xr, xl, xp, 2)
+        rec(f, label, "reorder", xp, xl, xs, *outer)
+        rec(f, label, "unroll", xp)
+    else:
+        rec(f, label, "split", x, xs, xl, WARP, GUARD)
+        rec(f, label, "reorder", xl, xs, *outer)
     rec(f, label, "gpu_lanes", xl)
     if ext is not None and -(-ext // WARP) <= STAGED_PER_LANE:
         rec(f, label, "unroll", xs)
@@ -133,20 +144,27 @@ def _lane_zero(rec: Recorder, f: hl.Func, label: str, v: hl.Var, name: str) -> h
     return lane0
 
 
-def _warp_sum(rec: Recorder, plan: Plan, f: hl.Func, o: hl.Func, ri: hl.Var, ext: int) -> None:
-    """``f``'s update as 32 lane partials (lane ``l`` strides over elements ``l, l + 32, ...``) added by lane 0
-    through 32 shuffles, unrolled."""
+def _warp_sum(rec: Recorder, plan: Plan, f: hl.Func, o: hl.Func, ri: hl.Var, ext: int, pair: bool = False) -> None:
+    """``f``'s update as 32 lane partials (lane ``l`` strides over elements ``l, l + 32, ...``; with ``pair`` over
+    the pairs ``2l, 2l + 1`` of each 64, as ``_lanes_along``) added by lane 0 through 32 shuffles, unrolled."""
     name, lbl = f.name(), f"{f.name()}.update()"
     if len(f.rvars(0)) != 1:
         raise NotApplicable(f"warp rows: {name} reduces over several RVars")
     ro, rw, u = hl.RVar(f"{name}_ro"), hl.RVar(f"{name}_rw"), hl.Var(f"{name}_lane")
-    rec(f.update(), lbl, "split", f.rvars(0)[0], ro, rw, WARP, GUARD)
+    if pair:
+        rr, rp = hl.RVar(f"{name}_rr"), hl.RVar(f"{name}_rp")
+        rec(f.update(), lbl, "split", f.rvars(0)[0], ro, rr, 2 * WARP, GUARD)
+        rec(f.update(), lbl, "split", rr, rw, rp, 2)
+    else:
+        rec(f.update(), lbl, "split", f.rvars(0)[0], ro, rw, WARP, GUARD)
     part = rec(f.update(), lbl, "rfactor", rw, u)
     pl = part.name()
     rec(part, pl, "compute_at", o, ri)
     rec(part, pl, "gpu_lanes", u)
-    rec(part.update(), f"{pl}.update()", "reorder", ro, u)
+    rec(part.update(), f"{pl}.update()", "reorder", *([rp] if pair else []), ro, u)
     rec(part.update(), f"{pl}.update()", "gpu_lanes", u)
+    if pair:
+        rec(part.update(), f"{pl}.update()", "unroll", rp)
     if -(-ext // WARP) <= UNROLLED_STEPS:
         rec(part.update(), f"{pl}.update()", "unroll", ro)
     rec(f.update(), lbl, "unroll", rw)
