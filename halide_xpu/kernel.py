@@ -292,7 +292,9 @@ class HalideXpuKernel(DeviceChecks, ReductionLowering, HalideKernel):
         safe = self._first_element(arg, var, dims)
         if safe is None:
             return None
-        coords = [f"hl.select({mask}, {self._clamped(d)}, {c})" for d, c in zip(dims, safe)]
+        unmasked = self._unmasked_dims(name, var, dims, mask)
+        coords = [d.index_str() if i in unmasked else f"hl.select({mask}, {self._clamped(d)}, {c})"
+                  for i, (d, c) in enumerate(zip(dims, safe))]
         line = f"{var}[{', '.join(coords)}{',' if len(coords) == 1 else ''}]"
         dtype = V.graph.get_dtype(name)
         if dtype in (torch.float16, torch.bfloat16):
@@ -302,6 +304,29 @@ class HalideXpuKernel(DeviceChecks, ReductionLowering, HalideKernel):
         result = self.newfunc(self.sort_used_dims(used))
         self.body.writeline(f"{result} = hl.select({mask}, {line}, hl.cast({halide_type(dtype)}, {other}))")
         return result
+
+    def _unmasked_dims(self, name: str, var: str, dims: list, mask: HalideCSEVariable) -> set[int]:
+        """The dims of a masked load whose index is a loop Var the mask does not read, over a loop no longer than
+        the real tensor's extent at that stride (the view's origin at the tensor's): in bounds at every point, so
+        they keep the plain Var (a padded embedding's rows are masked, its columns are not: ``pairs`` then reads
+        the columns as words, where the select had left one 16-bit load per element)."""
+        try:
+            if int(self.buffer_offsets.get(var, 0)) != 0:
+                return set()
+            layout = V.graph.get_buffer(name).get_layout()
+            real = list(zip(layout.size, layout.stride))
+        except Exception:  # symbolic offsets or an input without a fixed layout: keep every select
+            return set()
+        sizevars, found = V.graph.sizevars, set()
+        for i, d in enumerate(dims):
+            sym = d.expr
+            if not isinstance(sym, sympy.Symbol) or sym not in self.halide_vars or sym in set(mask.used_dims or ()):
+                continue
+            at = [n for n, st in real if sizevars.statically_known_equals(st, d.stride)]
+            if len(at) == 1 and sizevars.statically_known_leq(self.halide_vars[sym], at[0]) \
+                    and sizevars.statically_known_leq(self.halide_vars[sym], d.size):
+                found.add(i)
+        return found
 
     def _first_element(self, arg: str, var: str, dims: list) -> Optional[list[int]]:
         """Coordinates of ``var``'s view at the tensor's first element, which a non-empty tensor always has: the

@@ -120,6 +120,4 @@ def scan_chunks(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         rec(pre, pre.name(), "compute_at", anchor, block)
         rec(pre, pre.name(), "gpu_threads", pre.args()[0])
         if pre.has_update_definition():  # a serial walk over the chunk totals, on one work-item of the group
-            steps = -(-length // chunk) - 1  # the chunks after the first
-            label = f"{pre.name()}.update(0)"
-            rec(pre.update(0), label, "unscheduled")
+            rec(pre.update(0), f"{pre.name()}.update(0)", "unscheduled")
