@@ -12,6 +12,10 @@ from torch._inductor.codegen.halide import HalideCSEVariable
 from . import welford
 
 
+_OPERAND = r"(?:tmp\d+|in_ptr\d+)\[[^\[\]]*\]"
+_COMPARISON = re.compile(rf"{_OPERAND} (?:==|!=|<|<=|>|>=) {_OPERAND}")  # a bool CSE value's definition
+
+
 class ReductionLowering:
     """``reduction`` and the Welford hooks; every reduction Func recorded in ``self.reduction_funcs``."""
 
@@ -62,8 +66,13 @@ class ReductionLowering:
         if not (numel.is_Integer and int(numel) < 2**31):
             return None
         key = next((k for k, v in self.cse._cache.items() if v is value and isinstance(k, str)), None)
-        m = re.fullmatch(r"hl\.cast\(hl\.Int\(64\), (tmp\d+\[[^\[\]]*\])\)", key or "")
-        return m.group(1) if m else None
+        m = re.fullmatch(r"hl\.cast\(hl\.Int\(64\), ((tmp\d+)\[[^\[\]]*\])\)", key or "")
+        if not m:
+            return None
+        # the cast value must be a comparison (a bool); an int32 sum (``x.sum()`` of int32 is an int64 sum of its
+        # casts) keeps its int64 accumulator
+        inner = next((k for k, v in self.cse._cache.items() if isinstance(k, str) and getattr(v, "name", None) == m.group(2)), "")
+        return m.group(1) if _COMPARISON.fullmatch(inner) else None
 
     def _count(self, value: Any, flag: str) -> Any:
         """A sum of int64 0/1 values (``_counted_flag``) accumulated in int32 and cast back: an int64 count beside

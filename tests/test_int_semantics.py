@@ -102,3 +102,6 @@ def test_bool_counts_accumulate_in_int32(target: str) -> None:
     big = torch.full((300,), 2**62, dtype=torch.int64)
     code = compile_and_check(lambda i: (i.sum(), (i > 0).sum()), big)  # 300 * 2**62 wraps in int64
     assert code.count("hx.indicator(") == 1, "only the bool count is narrowed"
+    ints = torch.randint(-2**20, 2**20, (300, 24), generator=g, dtype=torch.int32)
+    code = compile_and_check(lambda i: (i.sum(0), i.sum()), ints)  # int64 sums of int32 casts: not counts
+    assert "hx.indicator(" not in code
