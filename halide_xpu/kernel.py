@@ -317,10 +317,10 @@ class HalideXpuKernel(DeviceChecks, ReductionLowering, HalideKernel):
             real = list(zip(layout.size, layout.stride))
         except Exception:  # symbolic offsets or an input without a fixed layout: keep every select
             return set()
-        sizevars, found = V.graph.sizevars, set()
+        sizevars, found, masked = V.graph.sizevars, set(), set(mask.used_dims or ())
         for i, d in enumerate(dims):
             sym = d.expr
-            if not isinstance(sym, sympy.Symbol) or sym not in self.halide_vars or sym in set(mask.used_dims or ()):
+            if not isinstance(sym, sympy.Symbol) or sym not in self.halide_vars or sym in masked:
                 continue
             at = [n for n, st in real if sizevars.statically_known_equals(st, d.stride)]
             if len(at) == 1 and sizevars.statically_known_leq(self.halide_vars[sym], at[0]) \

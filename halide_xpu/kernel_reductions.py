@@ -43,16 +43,21 @@ class ReductionLowering:
         """any / max / min of bools as an int32 max / min of 0 and 1, tested ``> 0`` (an empty any is False, an
         empty min True): a 1-byte accumulator beside 4-byte ones sent every work-group's partials to global
         scratch (``separate_local_widths``; BERT's masked softmax: the ``any`` of ``_safe_softmax``)."""
-        cache_key = (torch.bool, reduction_type, value)
+        return self._int32_reduction((torch.bool, reduction_type, value), value, f"hl.cast(hl.Int(32), {value})",
+                                     "min" if reduction_type == "min" else "max", "{} > 0")
+
+    def _int32_reduction(self, cache_key: tuple, value: Any, wide: str, reduction_type: str, result: str) -> Any:
+        """``reduction_type`` of ``wide`` (an int32 expression of ``value``) in an int32 accumulator, read back
+        through ``result`` (a format of the accumulator), cached under ``cache_key``."""
         if cache_key in self.cse.reduction_cache:
             return self.cse.reduction_cache[cache_key]
-        wide = self.genfunc(f"hl.cast(hl.Int(32), {value})", value.used_dims, shape=value.shape)
-        acc = super().reduction(torch.int32, torch.int32, "min" if reduction_type == "min" else "max", wide)
+        summand = self.genfunc(wide, value.used_dims, shape=value.shape)
+        acc = super().reduction(torch.int32, torch.int32, reduction_type, summand)
         if acc.name not in self.reduction_funcs:
             self.reduction_funcs.append(acc.name)
-        result = self.genfunc(f"{acc} > 0", acc.used_dims, shape=acc.shape)
-        self.cse.reduction_cache[cache_key] = result
-        return result
+        out = self.genfunc(result.format(acc), acc.used_dims, shape=acc.shape)
+        self.cse.reduction_cache[cache_key] = out
+        return out
 
     def _counted_flag(self, value: Any) -> str | None:
         """The bool ``value`` casts to int64 (``hl.cast(hl.Int(64), flag)``, a loss's count of targets not ignored),
@@ -65,30 +70,22 @@ class ReductionLowering:
                 numel = numel * tree.numel
         if not (numel.is_Integer and int(numel) < 2**31):
             return None
-        key = next((k for k, v in self.cse._cache.items() if v is value and isinstance(k, str)), None)
-        m = re.fullmatch(r"hl\.cast\(hl\.Int\(64\), ((tmp\d+)\[[^\[\]]*\])\)", key or "")
-        if not m:
-            return None
+        defs: dict = {}  # a CSE value's name -> its first definition
+        for k, v in self.cse._cache.items():
+            if isinstance(k, str):
+                defs.setdefault(getattr(v, "name", None), k)
+        m = re.fullmatch(r"hl\.cast\(hl\.Int\(64\), ((tmp\d+)\[[^\[\]]*\])\)", defs.get(value.name, ""))
         # the cast value must be a comparison (a bool); an int32 sum (``x.sum()`` of int32 is an int64 sum of its
         # casts) keeps its int64 accumulator
-        inner = next((k for k, v in self.cse._cache.items() if isinstance(k, str) and getattr(v, "name", None) == m.group(2)), "")
-        return m.group(1) if _COMPARISON.fullmatch(inner) else None
+        return m.group(1) if m and _COMPARISON.fullmatch(defs.get(m.group(2), "")) else None
 
     def _count(self, value: Any, flag: str) -> Any:
         """A sum of int64 0/1 values (``_counted_flag``) accumulated in int32 and cast back: an int64 count beside
         float32 sums sent every work-group's partials to global scratch (``separate_local_widths``) and kept the
         kernel off the warp form (Halide shuffles 32-bit values at most); Llama's and ResNet-18's loss kernels.
         ``hx.indicator`` refuses a summand that is not a bool when the algorithm is built."""
-        cache_key = (torch.int64, "sum", value)
-        if cache_key in self.cse.reduction_cache:
-            return self.cse.reduction_cache[cache_key]
-        wide = self.genfunc(f"hx.indicator({flag})", value.used_dims, shape=value.shape)
-        acc = super().reduction(torch.int32, torch.int32, "sum", wide)
-        if acc.name not in self.reduction_funcs:
-            self.reduction_funcs.append(acc.name)
-        result = self.genfunc(f"hl.cast(hl.Int(64), {acc})", acc.used_dims, shape=acc.shape)
-        self.cse.reduction_cache[cache_key] = result
-        return result
+        return self._int32_reduction((torch.int64, "sum", value), value, f"hx.indicator({flag})", "sum",
+                                     "hl.cast(hl.Int(64), {})")
 
     def _arg_reduction(self, src_dtype: torch.dtype, reduction_type: str, value: Any) -> Any:
         """argmax/argmin as two reductions that GPU schedules can split across work-items (upstream's inline

@@ -74,16 +74,25 @@ def eligible(meta: KernelMeta, source: str, inputs_only: bool = True) -> tuple[s
             return ()
         if not re.search(rf"^\s*{a.name}\[{var},[^\n]*\]\s*=", source, re.M):
             return ()
-    names = [a.name for a in outs] if words else []
+    names = ([a.name for a in outs] if words else []) + _word_inputs(meta, source, var)
+    return tuple(n for n in (a.name for a in meta.args) if n in names)
+
+
+def _word_inputs(meta: KernelMeta, source: str, var: str, extent: int | None = None) -> list[str]:
+    """The bf16 inputs whose first dim (static, even; ``extent`` elements where given) is read at ``var`` exactly
+    in every access, ``var`` in no other index, every outer stride even."""
+    names = []
     for a in meta.args:
         if a.kind != "in" or not a.is_buffer or a.dtype != "bfloat16" or a.alias_of:
             continue
-        if not (a.shape and a.shape[0].isdigit() and int(a.shape[0]) % 2 == 0 and _even_strides(a.stride)):
+        first = a.shape[0] if a.shape else ""
+        if not (first.isdigit() and int(first) % 2 == 0 and (extent is None or first == str(extent))
+                and _even_strides(a.stride)):
             continue
         index = accesses(source, a.name)
         if index and all(i and i[0] == var and not any(re.search(rf"\b{var}\b", j) for j in i[1:]) for i in index):
             names.append(a.name)
-    return tuple(n for n in (a.name for a in meta.args) if n in names)
+    return names
 
 
 def _row_inputs(meta: KernelMeta, source: str) -> tuple[str, ...]:
@@ -96,16 +105,7 @@ def _row_inputs(meta: KernelMeta, source: str) -> tuple[str, ...]:
     var, n = meta.loop_vars[0].name, meta.loop_vars[0].static_extent
     if n is None or n < 2 or n % 2:
         return ()
-    names = []
-    for a in meta.args:
-        if a.kind != "in" or not a.is_buffer or a.dtype != "bfloat16" or a.alias_of or not a.shape:
-            continue
-        if not (a.shape[0] == str(n) and _even_strides(a.stride)):
-            continue
-        index = accesses(source, a.name)
-        if index and all(i and i[0] == var and not any(re.search(rf"\b{var}\b", j) for j in i[1:]) for i in index):
-            names.append(a.name)
-    return tuple(names)
+    return tuple(_word_inputs(meta, source, var, n))
 
 
 def apply(meta: KernelMeta, source: str, inputs_only: bool = True) -> tuple[KernelMeta, str]:

@@ -13,11 +13,12 @@ mkdir -p .git/info
 for d in /.whl/ /.whl2/ /.whl3/; do grep -qx "$d" .git/info/exclude 2>/dev/null || echo "$d" >> .git/info/exclude; done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-get() {  # pip download for the GPU machine's Python 3.12, x86-64
-  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+fetch() {  # pip download for the GPU machine's Python 3.12, x86-64
+  python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
     --platform manylinux2014_x86_64 -d "$tmp/w" "$@"
 }
+get() { fetch --no-deps "$@"; }
 if [ ! -f .whl/halide312.tar.xz ]; then
   get "halide==${HALIDE_VERSION:-21.0.0}"
   mkdir -p "$tmp/h" .whl && (cd "$tmp/h" && unzip -q "$tmp"/w/halide-*.whl 'halide/*')
@@ -34,9 +35,7 @@ if [ ! -f .whl2/tv.tar.xz ]; then
   tar cf - -C "$tmp/s" . | xz -9 -T2 > .whl2/tv.tar.xz
 fi
 if [ "${HX_PACK_HF:-0}" = 1 ] && [ ! -f .whl3/hf.tar.xz ]; then
-  rm -rf "$tmp/w" && python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
-    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-    -d "$tmp/w" "transformers${TRANSFORMERS_VERSION:+==$TRANSFORMERS_VERSION}"
+  rm -rf "$tmp/w" && fetch "transformers${TRANSFORMERS_VERSION:+==$TRANSFORMERS_VERSION}"  # with its dependencies
   (cd "$tmp/w" && rm -f torch-* triton-* numpy-* nvidia_* sympy-* mpmath-* networkx-* jinja2-* markupsafe-* \
     MarkupSafe-* filelock-* fsspec-* typing_extensions-* setuptools-* hf_xet-* tokenizers-* pygments-* rich-* \
     typer-* click-* shellingham-* markdown_it* mdurl-* annotated_doc-* pydantic* annotated_types-* \

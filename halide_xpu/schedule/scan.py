@@ -83,6 +83,10 @@ def scan_chunks(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         raise NotApplicable("a row's chunks do not fit local memory")
     anchor = outs[0]
     block, oj = hl.Var("scan_row"), hl.Var("scan_oj")
+    count = -(-length // chunk)  # chunks per row
+    lanes = chunk  # the chunk's points across work-items too (adjacent work-items store adjacent points): at most
+    while lanes > 1 and lanes * count > plan.caps.max_work_group:  # the work-group's limit, the rest of the chunk
+        lanes //= 2  # a serial loop inside each work-item
     for o in outs:  # work-item c stores its chunk's points (serially); work-groups over the rows
         o_rows = [v for v in o.args() if v.name() != axis[0].name()]
         oc = hl.Var("scan_oc")
@@ -91,14 +95,8 @@ def scan_chunks(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
             row = fuse_all(rec, o, o_rows, o.name(), prefix="scan_row") if len(o_rows) > 1 else o_rows[0]
         else:  # one row (HF Llama's packed-sequence check: 1 x 512): one work-group, its block loop of extent 1
             row, c = hl.Var("scan_row"), hl.Var("scan_c")
-            rec(o, o.name(), "split", oc, row, c, -(-length // chunk), GUARD)
+            rec(o, o.name(), "split", oc, row, c, count, GUARD)
             oc = c
-        # the chunk's points across work-items too (adjacent work-items store adjacent points): at most the
-        # work-group's limit, the rest of the chunk a serial loop inside each work-item
-        count = -(-length // chunk)
-        lanes = chunk
-        while lanes > 1 and lanes * count > plan.caps.max_work_group:
-            lanes //= 2
         inner = oj
         if lanes < chunk:
             inner = hl.Var("scan_ol")
