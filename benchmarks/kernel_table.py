@@ -22,8 +22,10 @@ _NODES = re.compile(r"Topologically Sorted Source Nodes: \[([^\]]*)\]")
 
 
 def kernel_groups(codes: list[str]) -> dict[str, dict[str, Any]]:
-    """{profiler key: {"nodes": node group, "graph": index of the graph's code}} for every kernel defined in ``codes``.
-    Triton kernels are keyed by name; ours by ``hx:<cache key[:12]>`` (computed from the metadata and source)."""
+    """{profiler key: {"nodes": first node group, "graph": index of its graph's code, "defs": definitions, "groups":
+    the node group of each definition}} for every kernel defined in ``codes``. Triton kernels are keyed by name; ours
+    by ``hx:<cache key[:12]>`` (computed from the metadata and source), so one kernel of ours that two graphs define
+    (GPT-2's transposed-weight copy, in the forward and the backward graph) is one key with two groups."""
     from halide_xpu import compiler
     from halide_xpu.meta import ArgSpec, KernelMeta, LoopVar, ScheduleSpec
 
@@ -42,8 +44,9 @@ def kernel_groups(codes: list[str]) -> dict[str, dict[str, Any]]:
                 source = ast.literal_eval(code[m.end() - 3:end + 3])  # the string the launcher got
                 key = "hx:" + compiler.kernel_key(meta, source)[:12]
             group = tuple(n.strip() for n in nodes[0].split(",") if n.strip())
-            entry = found.setdefault(key, {"nodes": group, "graph": graph, "defs": 0})
+            entry = found.setdefault(key, {"nodes": group, "graph": graph, "defs": 0, "groups": []})
             entry["defs"] += 1
+            entry["groups"].append(group)
     return found
 
 
@@ -98,6 +101,11 @@ def attribute(prof: Any, entries: dict[str, Path]) -> dict[str, list[Any]]:
     return times
 
 
+def _count(launches: float) -> float:
+    """A launch count (a share of a kernel's launches, where several node groups define it): an int when whole."""
+    return int(launches) if float(launches).is_integer() else round(launches, 2)
+
+
 _OWN_PREFIX = {"triton": "triton_", "ours": "hx:"}
 
 
@@ -113,10 +121,12 @@ def compare(triton: tuple[list[str], dict], ours: tuple[list[str], dict], base: 
         for key, info in grouped.items():
             if key not in times:
                 continue  # defined but not launched in the profiled call (or no device time)
-            slot = groups.setdefault(info["nodes"], {})
             us, calls, variant = times[key]
-            prev = slot.get(side, [0.0, 0, [], variant])
-            slot[side] = [prev[0] + us, prev[1] + calls, prev[2] + [key], prev[3]]
+            share = info.get("groups") or [info["nodes"]]
+            for nodes in share:  # a kernel that several graphs define: its time and launches split among them
+                slot = groups.setdefault(nodes, {})
+                prev = slot.get(side, [0.0, 0, [], variant])
+                slot[side] = [prev[0] + us / len(share), prev[1] + calls / len(share), prev[2] + [key], prev[3]]
         # kernels of this backend whose definition names no node group (Triton's combo/foreach kernels): unpaired,
         # never dropped, or the optimizer step of one side would be missing from the comparison
         for key, (us, calls, variant) in times.items():
@@ -128,14 +138,14 @@ def compare(triton: tuple[list[str], dict], ours: tuple[list[str], dict], base: 
         if "triton" in slot and "ours" in slot:
             t, o = slot["triton"][0], slot["ours"][0]
             rows.append({"nodes": list(nodes), "triton_us": round(t, 2), "ours_us": round(o, 2),
-                         "ratio": round(o / t, 3) if t else float("nan"), "launches": slot["ours"][1],
-                         "base_launches": slot["triton"][1],
+                         "ratio": round(o / t, 3) if t else float("nan"), "launches": _count(slot["ours"][1]),
+                         "base_launches": _count(slot["triton"][1]),
                          "triton_kernel": slot["triton"][2][0], "ours_kernel": slot["ours"][2][0],
                          "variant": slot["ours"][3]})
         else:
             for side in slot:
                 unmatched[side] += slot[side][0]
-                unpaired.append({"side": side, "us": round(slot[side][0], 2), "launches": slot[side][1],
+                unpaired.append({"side": side, "us": round(slot[side][0], 2), "launches": _count(slot[side][1]),
                                  "kernel": slot[side][2][0], "variant": slot[side][3], "nodes": list(nodes)})
     rows.sort(key=lambda r: -r["ratio"])
     ratios = [r["ratio"] for r in rows if r["ratio"] == r["ratio"] and r["ratio"] > 0]
@@ -156,7 +166,7 @@ def launches_cell(row: dict[str, Any]) -> str:
     in total, about 1.05x per launch), which the total ratio mixes with the kernel's own speed."""
     ours, base = row["launches"], row.get("base_launches")
     cell = f"{ours} / {base if base is not None else '?'}"
-    if isinstance(base, int) and base and ours and ours != base and row["triton_us"]:
+    if isinstance(base, (int, float)) and base and ours and ours != base and row["triton_us"]:
         cell += f" ({row['ours_us'] / ours / (row['triton_us'] / base):.2f}× per launch)"
     return cell
 

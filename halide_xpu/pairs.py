@@ -95,6 +95,28 @@ def _word_inputs(meta: KernelMeta, source: str, var: str, extent: int | None = N
     return names
 
 
+def _row_outputs(meta: KernelMeta, source: str, var: str, extent: int) -> list[str]:
+    """A row reduction's bf16 outputs spanning the row (``pair_row_outputs``): each defined once, at ``var`` first
+    and the other Vars after it, its first dim of ``extent`` elements at stride 1 and even outer strides. Stored as
+    words of two adjacent results, the pairs each lane of the warp form holds (``gpu_warps._row_lanes``): one 32-bit
+    store per pair, not two 16-bit ones half a sector apart (GPT-2's residual LayerNorm stored 48 per lane)."""
+    if not meta.schedule.get("pair_row_outputs", 0):
+        return []
+    if any(len(accesses(source, o)) != 1 for o in meta.outputs):
+        return []  # a scattered output (an embedding gradient): gpu_scatter's rewrite stores the rows as elements
+    names = []
+    for a in meta.args:
+        if a.kind != "out" or a.dtype != "bfloat16" or a.alias_of or a.partial or not a.shape:
+            continue
+        index = accesses(source, a.name)
+        if len(index) != 1 or not index[0] or index[0][0] != var or len(set(index[0])) != len(index[0]):
+            continue
+        if a.shape[0] == str(extent) and _even_strides(a.stride) and \
+                re.search(rf"^\s*{a.name}\[{var}(,[^\n]*)?\]\s*=", source, re.M):
+            names.append(a.name)
+    return names
+
+
 def _row_inputs(meta: KernelMeta, source: str) -> tuple[str, ...]:
     """A row reduction's bf16 inputs to read as words: the reduced dim is the first loop Var (stride 1, static even
     extent) and each such input is read at it exactly in every access (never in another index). The outputs keep
@@ -105,7 +127,11 @@ def _row_inputs(meta: KernelMeta, source: str) -> tuple[str, ...]:
     var, n = meta.loop_vars[0].name, meta.loop_vars[0].static_extent
     if n is None or n < 2 or n % 2:
         return ()
-    return tuple(_word_inputs(meta, source, var, n))
+    inputs = _word_inputs(meta, source, var, n)
+    if not inputs:  # the warp form's lanes take pairs only where an input is read as words
+        return ()
+    names = set(inputs) | set(_row_outputs(meta, source, var, n))
+    return tuple(a.name for a in meta.args if a.name in names)
 
 
 def apply(meta: KernelMeta, source: str, inputs_only: bool = True) -> tuple[KernelMeta, str]:
@@ -145,7 +171,7 @@ def apply(meta: KernelMeta, source: str, inputs_only: bool = True) -> tuple[Kern
     rewritten = "\n".join(lines) + ("\n" if source.endswith("\n") else "")
     if rewritten.count("hx.pair_") != len(names) or dims_done != sum(len(args[n].shape) for n in names):
         return meta, source  # a line of another form than codegen_kernel writes: left as it was
-    if not outs:
+    if not outs or meta.reductions:  # a row reduction's word outputs: the reduced Var keeps its element extent
         return dataclasses.replace(meta, pairs=names), rewritten
     var = next(iter(outs.values()))[0]
     loop_vars = tuple(dataclasses.replace(v, extent=str(v.static_extent // 2)) if v.name == var else v

@@ -71,3 +71,23 @@ def test_kernel_table_ratio_per_launch() -> None:
     assert kernel_table.launches_cell(row) == "2 / 1 (1.05× per launch)"
     assert kernel_table.launches_cell({**row, "launches": 1}) == "1 / 1"
     assert kernel_table.launches_cell({**row, "base_launches": None}) == "2 / ?"
+
+
+def test_kernel_table_splits_a_kernel_two_graphs_define() -> None:
+    """One kernel of ours defined in two graphs (GPT-2's weight copy, forward and backward) under two node groups is
+    paired with Triton's kernel of each group, its time and launches split between them: not both launches
+    charged to the first group (2.2x there) with Triton's second kernel left unpaired."""
+    sys.path.insert(0, str(BENCH.parent))
+    import kernel_table
+
+    def graph(name: str, nodes: str) -> str:
+        return f"\n\n# Topologically Sorted Source Nodes: [{nodes}]\n{name} = async_compile.triton('x')\n"
+
+    triton = ([graph("triton_fwd", "logits"), graph("triton_bwd", "permute_9")],
+              {"triton_fwd": [36.0, 1, ""], "triton_bwd": [35.0, 1, ""]})
+    ours = ([graph("shared", "logits"), graph("shared", "permute_9")], {"shared": [80.0, 2, "pointwise"]})
+    table = kernel_table.compare(triton, ours)
+    rows = {tuple(r["nodes"]): r for r in table["rows"]}
+    assert set(rows) == {("logits",), ("permute_9",)} and not table["unpaired"]
+    assert rows[("logits",)]["ours_us"] == 40.0 and rows[("logits",)]["launches"] == 1
+    assert rows[("permute_9",)]["triton_us"] == 35.0 and rows[("permute_9",)]["base_launches"] == 1

@@ -243,16 +243,21 @@ def test_row_reductions_read_bf16_words(target, case, monkeypatch, tmp_path):
     assert built and all("hx.pair_halves(" in k for k in built), built
 
 
-def test_cuda_twin_warp_rows_load_words(monkeypatch, tmp_path):
+@pytest.mark.parametrize("row_outputs", [1, 0])
+def test_cuda_twin_warp_rows_load_words(row_outputs, monkeypatch, tmp_path):
     """CUDA twin (``pair_rows`` 1, the default): Llama's residual RMSNorm takes the warp form with each lane on
     adjacent pairs, so every bf16 row is read as 32-bit words (was one 16-bit load per element: 48 per lane of a
-    512-wide row's three inputs, now 24 of words)."""
+    512-wide row's three inputs, now 24 of words); with ``pair_row_outputs`` (default 1) its two bf16 rows (the
+    residual sum, the normalized row) are stored as words too: 16 32-bit stores per lane, not 32 16-bit ones."""
     monkeypatch.setattr(halide_xpu.config, "cache_dir", str(tmp_path))
+    monkeypatch.setattr(halide_xpu.config, "schedule_overrides", {"pair_row_outputs": row_outputs})
     lower, found = _accesses(tmp_path)
     twins = _cuda_twins(ROW_CASES["residual_rms_512"][0], ROW_CASES["residual_rms_512"][1](), monkeypatch, tmp_path,
                         lower=lower)
     assert [t[3] for t in twins] == ["fused_warps"], [t[3] for t in twins]
     assert found[0]["ld.global.nc.b16"] == 0 and found[0]["ld.global.nc.b32"] == 2 * 8 + 8, found[0]
+    stores = {"st.global.b32": 16} if row_outputs else {"st.global.b16": 32}
+    assert {k: v for k, v in found[0].items() if k.startswith("st.")} == stores, found[0]
 
 
 def test_cuda_twin_padded_rows_load_words(monkeypatch, tmp_path):

@@ -9,7 +9,7 @@ import halide as hl
 
 from ..meta import KernelMeta, ScheduleSpec
 from .common import (GRID_YZ_MAX, GUARD, NotApplicable, Plan, Recorder, inner_reduction, primary_output,
-                     reduction_extent, reduction_size)
+                     reduction_extent, reduction_size, source_name)
 
 WARP = 32
 STAGED_PER_LANE = 64  # values of staged rows one lane holds in registers (a 768-wide fp32 row: 24)
@@ -58,7 +58,9 @@ def gpu_fused_warps(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     rb, ri = hl.Var(f"{label}_rb"), hl.Var(f"{label}_ri")
     pair = bool(plan.meta.pairs) and ext % 2 == 0  # bf16 inputs as words (pairs._row_inputs): lanes take pairs
     for f in [o, *twins, *per_row]:
-        _row_lanes(rec, plan, f, rb, ri, per_group, label, pair)
+        # an output stored as words (pairs._row_outputs): lane l takes words l, l + 32, ..., its pairs' elements
+        words = pair and source_name(f) in plan.meta.pairs
+        _row_lanes(rec, plan, f, rb, ri, per_group, label, pair and not words)
         if f is not o:
             rec(f, f.name(), "compute_with", o, ri)
     staged = _staged(plan, spec, ext) if in_row else []

@@ -23,7 +23,8 @@ def default_params(gpu: bool, vector_width: int) -> dict[str, int]:
     ``gpu_columns._column_split``); ``col_unroll`` (rows of a work-item's share unrolled together at most,
     ``gpu_columns.share_unroll``); ``fuse_sums`` (independent sums of a split column form read each row in
     one pass, 0: a pass each); ``warp_rows`` (CUDA: rows per work-group of one warp each, 0: off,
-    ``gpu_warps``); ``pair_rows`` (with warps: bf16 inputs as words of two elements, ``pairs._row_inputs``);
+    ``gpu_warps``); ``pair_rows`` (with warps: bf16 inputs as words of two elements, ``pairs._row_inputs``),
+    ``pair_row_outputs`` (with it, the bf16 outputs spanning the row too, ``pairs._row_outputs``);
     ``single_group_max`` (a reduction to a scalar this short is one work-group of the
     output's kernel); ``tasks_per_core`` (host), ``split``."""
     if gpu:
@@ -38,7 +39,9 @@ def default_params(gpu: bool, vector_width: int) -> dict[str, int]:
                 # work-group form, e.g. GPT-2's LayerNorm 2.99x -> 1.89x Triton, Llama's RMSNorm 2.04x -> 1.28x
                 "warp_rows": 4,
                 # with warps: bf16 inputs read as 32-bit words, each lane a pair of adjacent elements (pairs.py)
-                "pair_rows": 1}
+                "pair_rows": 1,
+                # with pair_rows: the bf16 outputs spanning the row stored as words too (pairs._row_outputs)
+                "pair_row_outputs": 1}
     return {"vector": vector_width, "tasks_per_core": 4, "split": 0, "min_chunk": 4096}
 
 
