@@ -175,7 +175,7 @@ def test_branch_shuffles_found():
     assert gpu_warps.branch_shuffles("\n".join(line for line in kernel.splitlines() if "out[b]" not in line)) == []
 
 
-HARVESTED_H200 = Path(__file__).parents[1] / "benchmarks" / "results" / "NVIDIA_H200" / "tune_kernels_8x512.jsonl"
+HARVESTED_H200 = Path(__file__).parents[1] / "benchmarks" / "results" / "NVIDIA_H200" / "tune_kernels_8x512.jsonl.xz"
 
 
 @pytest.mark.parametrize("nodes", ["44e3b83b0bb8 inputs_embeds,hidden_states,hidden_states_2", "95364160fdbc inputs_embeds"])
@@ -185,13 +185,14 @@ def test_harvested_kernels_take_warps_twice(nodes, monkeypatch, tmp_path):
     per-row result) and Llama's RMSNorm. On the H200 both had left a lane-0 value's shuffles in a branch, and the
     check refused the form."""
     import json
+    import lzma
 
     import halide as hl
 
     from halide_xpu.autotune.measure import parse_meta
     from replay_kernel import compile_cuda_twin
 
-    record = next(json.loads(line) for line in HARVESTED_H200.open() if nodes in line)
+    record = next(json.loads(line) for line in lzma.open(HARVESTED_H200, "rt") if nodes in line)
     meta = parse_meta(record["meta"])
     meta = dataclasses.replace(meta, schedule=meta.schedule.with_params(warp_rows=4))
     for _ in range(2):
