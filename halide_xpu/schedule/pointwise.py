@@ -22,12 +22,12 @@ def default_params(gpu: bool, vector_width: int) -> dict[str, int]:
     ``stage_lanes`` (``staged_lanes`` of them, inputs staged in local memory), ``scalar_hoist`` (common.hoist_scalars)
     on GPUs, ``pairs`` (bf16 buffers as 32-bit words of two elements, pairs.py: 1 on CUDA, 2 on every GPU target),
     ``tasks_per_core`` (host parallel split), ``trig_vector`` (the lanes of a rows form whose broadcasts compute
-    a transcendental, ``rows_shape``)."""
+    a transcendental, ``rows_shape``), ``fused_strided`` (outputs sharing a loop nest with strided lanes, ``gpu_fused``)."""
     if gpu:  # tile: transposes in 64x64 local-memory tiles (H100: 1.15x Triton vs 1.22x with 32x32)
         # strided_lanes: H100 sweep (benchmarks/results/NVIDIA_H100_80GB_HBM3/sweep_bf16.md), 16 vs 4 lanes: bf16 gelu
         # 0.78 -> 0.49x Triton, a pad of bf16 logits 1.77 -> 1.64x, a bf16 scale 0.95 -> 0.96x
         return {"vector": 4, "wg": 256, "tile": 64, "unroll_tile": 1, "unroll": 1, "strided": 1, "strided_lanes": 16,
-                "stage_lanes": 1, "staged_lanes": 8, "scalar_hoist": 1, "pairs": 1, "hoist_rows": 4, "trig_vector": 1}
+                "stage_lanes": 1, "staged_lanes": 8, "scalar_hoist": 1, "pairs": 1, "hoist_rows": 4, "trig_vector": 1, "fused_strided": 0}
     return {"vector": vector_width, "tasks_per_core": 4, "min_chunk": 4096}
 
 
@@ -437,7 +437,9 @@ def gpu_fused(rec: Recorder, plan: Plan, funcs: list[hl.Func], n: int, spec: Sch
     # one loop structure (the work-item Var is ``<prefix>_wi``); adjacent lanes: with each output's lanes a loop
     # of its own under the shared work-item, strided ones ran a bf16 3-output update at 0.84x Triton, adjacent at
     # 0.54x (H100, sweep_bf16_da40170.md)
-    gspec = gspec.with_params(unroll=1, strided=0)
+    # ``fused_strided`` 1 (not the default): strided lanes all the same, a sweep's alternative for outputs of wide
+    # rows (GPT-2's padded logits gradient, two bf16 outputs of 4096 x 50264)
+    gspec = gspec.with_params(unroll=1, strided=spec.get("fused_strided", 0))
     prefix = funcs[0].name()
     shape = rows_shape(plan, funcs[0], gspec, funcs)
     if shape is not None and all([v.name() for v in f.args()] == [v.name() for v in funcs[0].args()] for f in funcs):
