@@ -379,3 +379,38 @@ def test_tune_end_to_end_opencl(tmp_path: Path) -> None:
     summary = json.loads((tmp_path / "held" / "evaluate.json").read_text())["summary"]
     assert summary["kernels"] == summary["with_record"] == summary["measured"] == 3, summary
     assert "found a record" in (tmp_path / "held" / "evaluate.md").read_text()
+
+
+def test_same_schedule_candidates_share_a_fingerprint(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tunable the kernel's schedule form never reads gives the fingerprint of the defaults (the candidate is not
+    measured); one it reads gives another. A bf16 GELU as a CUDA twin (H100 caps, no GPU): its strided 16-bit lanes
+    read ``strided_lanes``, not ``staged_lanes``; building other kernels in between does not move the fingerprint
+    (Halide's process-wide name counters are normalised)."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    from replay_kernel import H100, cuda_twin_meta
+
+    from halide_xpu.autotune import equivalence
+
+    if not opencl_available():
+        pytest.skip("the GPU-style default tunables come from an OpenCL build here")
+    monkeypatch.setattr(halide_xpu.config, "cpu_target", "opencl")
+    monkeypatch.setattr(torch._inductor.config, "cpu_backend", "halide_xpu")
+    monkeypatch.setattr(halide_xpu.config, "autotune", "off")
+    x = torch.randn(64, 256).bfloat16()
+    meta, source = _capture(lambda x: torch.nn.functional.gelu(x.float()).to(x.dtype), x)
+    meta = cuda_twin_meta(meta)
+    defaults = dict(meta.schedule.params)
+
+    def fp(**change: int) -> str:
+        out = equivalence.fingerprint(equivalence.with_params(meta, {**defaults, **change}), source, H100)
+        assert out is not None
+        return out
+
+    base = fp()
+    other_kernel, other_source = _capture(lambda x: x.float().sum(-1), x)
+    equivalence.fingerprint(cuda_twin_meta(other_kernel), other_source, H100)
+    assert fp() == base and fp(staged_lanes=4) == base
+    assert fp(wg=64) != base and fp(pairs=0) != base
+    # a family built elsewhere (combos, scans) has none: its candidates are all measured
+    assert equivalence.fingerprint(dataclasses.replace(meta, schedule=ScheduleSpec("combo", meta.schedule.params)),
+                                   source, H100) is None

@@ -189,6 +189,7 @@ class Record:
     failed: int = 0
     tuned_at: str = ""
     scheduler: str = ""  # a Halide autoscheduler won (``params`` are its parameters), else "" (explicit schedule)
+    equivalent: int = 0  # candidates not measured: the same schedule as one that was (equivalence.fingerprint)
 
     @property
     def speedup(self) -> Optional[float]:

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator, Optional
 
 from .. import config
 from ..meta import KernelMeta
-from . import database, space
+from . import database, equivalence, space
 from .measure import CompilePool, Result, Worker, parse_meta
 
 log = logging.getLogger(__name__)
@@ -223,9 +223,25 @@ def search(kernel: Kernel, worker: Worker, budget_s: float, reps: int = 5,
 
     tried = {tuple(sorted(defaults.items()))}
     built = set(tried)  # candidates the pool was given (a build already in the kernel cache is not sent again)
+    prints: dict[tuple, Optional[str]] = {}
+    first: dict[str, tuple] = {}  # schedule fingerprint -> the first candidate that had it
+    equivalent: set[tuple] = set()
+
+    def same_schedule(cand: dict[str, int]) -> bool:
+        """Whether ``cand`` builds the schedule of an earlier candidate (a tunable its form does not read)."""
+        key = tuple(sorted(cand.items()))
+        if key not in prints:
+            prints[key] = equivalence.fingerprint(equivalence.with_params(kernel.meta, cand), kernel.source, caps)
+        fp = prints[key]
+        if fp is None or first.setdefault(fp, key) == key:
+            return False
+        equivalent.add(key)
+        return True
+
+    same_schedule(defaults)
 
     def build(candidates: list[dict[str, int]]) -> None:
-        todo = [c for c in candidates if tuple(sorted(c.items())) not in built]
+        todo = [c for c in candidates if tuple(sorted(c.items())) not in built and not same_schedule(c)]
         built.update(tuple(sorted(c.items())) for c in todo)
         if pool is not None and time.monotonic() < t_end:
             pool.build(kernel.meta, kernel.source, todo, defaults, deadline=t_end)
@@ -242,6 +258,8 @@ def search(kernel: Kernel, worker: Worker, budget_s: float, reps: int = 5,
                 if key in tried or time.monotonic() > t_end:
                     continue
                 tried.add(key)
+                if same_schedule(cand):
+                    continue
                 us = beats(run(cand))
                 if us is not None:
                     best, best_us, changed = cand, us, True
@@ -265,7 +283,10 @@ def search(kernel: Kernel, worker: Worker, budget_s: float, reps: int = 5,
     extents = tuple(v.static_extent or 0 for v in kernel.meta.loop_vars)
     record = database.Record(best if scheduler else explicit, round(best_us, 3), round(default_us, 3), kernel.name,
                              extents, candidates=len(results), failed=sum(not r.ok for r in results),
-                             scheduler=scheduler)
+                             scheduler=scheduler, equivalent=len(equivalent))
+    if equivalent:
+        log.info("halide_xpu tune: %s: %d candidates not measured (the schedule of one that was)", kernel.name,
+                 len(equivalent))
     return record, results
 
 
@@ -360,7 +381,7 @@ def _geomean(xs: list[float]) -> float:
 def report(outcomes: list[Outcome], key: database.DeviceKey, defaults: dict[str, dict[str, int]]) -> tuple[str, dict]:
     """The before/after table (markdown) and its JSON."""
     lines = [f"# Schedule tuning on {key}", "",
-             "| kernel | signature | default µs | tuned µs | speedup | tunables changed | candidates (failed) | status |",
+             "| kernel | signature | default µs | tuned µs | speedup | tunables changed | candidates (failed) + same schedule | status |",
              "|---|---|---:|---:|---:|---|---:|---|"]
     speedups = []
     for o in outcomes:
@@ -373,7 +394,7 @@ def report(outcomes: list[Outcome], key: database.DeviceKey, defaults: dict[str,
         if r.speedup:
             speedups.append(r.speedup)
         lines.append(f"| {o.kernel} | `{o.signature}` | {r.default_us or 0:.1f} | {r.time_us or 0:.1f} | "
-                     f"{r.speedup or 0:.2f}x | {changed} | {r.candidates} ({r.failed}) | {o.status}"
+                     f"{r.speedup or 0:.2f}x | {changed} | {r.candidates} ({r.failed}) + {r.equivalent} | {o.status}"
                      f"{': ' + o.note if o.note else ''} |")
     geo = f"{_geomean(speedups):.3f}x" if speedups else "n/a"
     lines += ["", f"geomean speedup over the defaults: {geo} ({len(speedups)} kernels)", ""]
