@@ -414,3 +414,35 @@ def test_same_schedule_candidates_share_a_fingerprint(monkeypatch: pytest.Monkey
     # a family built elsewhere (combos, scans) has none: its candidates are all measured
     assert equivalence.fingerprint(dataclasses.replace(meta, schedule=ScheduleSpec("combo", meta.schedule.params)),
                                    source, H100) is None
+
+
+class _FakeWorker:
+    """Times from a formula: ``wg=64`` alone 0.9x, ``vector=2`` alone 0.8x, both 0.95x (the shape that made
+    coordinate descent miss ``vector=2`` on the H200: ``wg`` won first, and ``vector=2`` at ``wg=64`` lost)."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, int]] = []
+
+    def measure(self, meta, source, params, defaults, reps=5, family=None):  # type: ignore[no-untyped-def]
+        from halide_xpu.autotune.measure import Result
+
+        self.seen.append(dict(params))
+        wg, vec = params.get("wg"), params.get("vector")
+        us = {(64, 2): 95.0, (64, 4): 90.0, (256, 2): 80.0}.get((wg, vec), 100.0)
+        return Result(dict(params), us=us, family=family or meta.schedule.family)
+
+
+def test_search_screens_single_changes_then_combines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every single change from the defaults is measured before the descent moves, and the tunables that won on
+    their own are tried together: ``vector=2`` is found although ``wg`` comes first in the space and wins first
+    (fingerprints off: the fake times are not the fake kernel's schedules)."""
+    from halide_xpu.autotune import equivalence
+
+    monkeypatch.setattr(equivalence, "fingerprint", lambda *a: None)
+    meta, source = fake_kernel(1024, 64)
+    meta = dataclasses.replace(meta, schedule=ScheduleSpec("reduction", (("wg", 256), ("vector", 4), ("stage", 1))))
+    worker = _FakeWorker()
+    record, results = tune.search(tune.Kernel("fake", meta, source), worker, 60, autoschedulers=False)
+    assert record is not None and record.params["wg"] == 256 and record.params["vector"] == 2, record
+    assert {"wg": 64, "vector": 2, "stage": 1} in worker.seen  # the winners combined were measured too
+    assert record.time_us == pytest.approx(80.0) and record.default_us == pytest.approx(100.0)
