@@ -14,7 +14,7 @@ import dataclasses
 import functools
 import re
 
-from .meta import STORAGE_SUFFIX, KernelMeta
+from .meta import STORAGE_SUFFIX, ArgSpec, KernelMeta
 from .schedule.common import accesses
 
 _LAYOUT = "# buffer layouts"
@@ -68,14 +68,18 @@ def eligible(meta: KernelMeta, source: str, inputs_only: bool = True) -> tuple[s
     n = extents.get(var)
     if n is None or n < 2 or n % 2:
         return ()
-    for a, (index,) in zip(outs, defs):
-        pure = index and index[0] == var and all(i in extents for i in index) and len(set(index)) == len(index)
-        if not (pure and a.shape and a.shape[0] == str(n) and _even_strides(a.stride)):
-            return ()
-        if not re.search(rf"^\s*{a.name}\[{var},[^\n]*\]\s*=", source, re.M):
-            return ()
+    if not all(_word_output(a, index, var, n, source, extents) for a, (index,) in zip(outs, defs)):
+        return ()
     names = ([a.name for a in outs] if words else []) + _word_inputs(meta, source, var)
     return tuple(n for n in (a.name for a in meta.args) if n in names)
+
+
+def _word_output(a: ArgSpec, index: list[str], var: str, extent: int, source: str, extents: dict) -> bool:
+    """Whether output ``a``, defined once at ``index``, can be stored as words: at exactly the loop Vars (``extents``),
+    ``var`` first, its first dim of ``extent`` elements at stride 1, every outer stride even."""
+    pure = index and index[0] == var and all(i in extents for i in index) and len(set(index)) == len(index)
+    return bool(pure and a.shape and a.shape[0] == str(extent) and _even_strides(a.stride)
+                and re.search(rf"^\s*{a.name}\[{var},[^\n]*\]\s*=", source, re.M))
 
 
 def _word_inputs(meta: KernelMeta, source: str, var: str, extent: int | None = None) -> list[str]:
@@ -104,17 +108,9 @@ def _row_outputs(meta: KernelMeta, source: str, var: str, extent: int) -> list[s
         return []
     if any(len(accesses(source, o)) != 1 for o in meta.outputs):
         return []  # a scattered output (an embedding gradient): gpu_scatter's rewrite stores the rows as elements
-    names = []
-    for a in meta.args:
-        if a.kind != "out" or a.dtype != "bfloat16" or a.alias_of or a.partial or not a.shape:
-            continue
-        index = accesses(source, a.name)
-        if len(index) != 1 or not index[0] or index[0][0] != var or len(set(index[0])) != len(index[0]):
-            continue
-        if a.shape[0] == str(extent) and _even_strides(a.stride) and \
-                re.search(rf"^\s*{a.name}\[{var}(,[^\n]*)?\]\s*=", source, re.M):
-            names.append(a.name)
-    return names
+    extents = {v.name: v.static_extent for v in meta.loop_vars}
+    return [a.name for a in meta.args if a.kind == "out" and a.dtype == "bfloat16" and not (a.alias_of or a.partial)
+            and _word_output(a, accesses(source, a.name)[0], var, extent, source, extents)]
 
 
 def _row_inputs(meta: KernelMeta, source: str) -> tuple[str, ...]:

@@ -241,6 +241,15 @@ def search(kernel: Kernel, worker: Worker, budget_s: float, reps: int = 5,
 
     same_schedule(defaults)
 
+    def fresh(cand: dict[str, int]) -> bool:
+        """Whether ``cand`` is to be measured: not tried before, budget left, not an earlier one's schedule; marks
+        it tried."""
+        key = tuple(sorted(cand.items()))
+        if key in tried or time.monotonic() > t_end:
+            return False
+        tried.add(key)
+        return not same_schedule(cand)
+
     def build(candidates: list[dict[str, int]]) -> None:
         todo = [c for c in candidates if tuple(sorted(c.items())) not in built and not same_schedule(c)]
         built.update(tuple(sorted(c.items())) for c in todo)
@@ -257,11 +266,7 @@ def search(kernel: Kernel, worker: Worker, budget_s: float, reps: int = 5,
     for dim in dims:
         for value in dim.values:
             cand = {**defaults, dim.name: value}
-            key = tuple(sorted(cand.items()))
-            if key in tried or time.monotonic() > t_end:
-                continue
-            tried.add(key)
-            if same_schedule(cand):
+            if not fresh(cand):
                 continue
             r = run(cand)
             if r.ok and r.us < best_us * (1 - MIN_GAIN) and (dim.name not in winners or r.us < winners[dim.name].us):
@@ -271,9 +276,7 @@ def search(kernel: Kernel, worker: Worker, budget_s: float, reps: int = 5,
     if us is not None:
         best, best_us = ranked[0].params, us
     combined = {**defaults, **{name: r.params[name] for name, r in winners.items()}}
-    if len(ranked) > 1 and time.monotonic() < t_end and tuple(sorted(combined.items())) not in tried \
-            and not same_schedule(combined):
-        tried.add(tuple(sorted(combined.items())))
+    if len(ranked) > 1 and fresh(combined):
         us = beats(run(combined))
         if us is not None:
             best, best_us = combined, us
@@ -283,11 +286,7 @@ def search(kernel: Kernel, worker: Worker, budget_s: float, reps: int = 5,
             build([{**best, dim.name: v} for v in dim.values])
             for value in dim.values:
                 cand = {**best, dim.name: value}
-                key = tuple(sorted(cand.items()))
-                if key in tried or time.monotonic() > t_end:
-                    continue
-                tried.add(key)
-                if same_schedule(cand):
+                if not fresh(cand):
                     continue
                 us = beats(run(cand))
                 if us is not None:
