@@ -19,7 +19,7 @@ from typing import Optional
 from . import pairs
 from .target import targets
 from .meta import DTYPES, KernelMeta, ScheduleSpec
-from .schedule.common import accesses
+from .schedule.common import accesses, costly_scalar_names, parse_defs
 
 log = logging.getLogger(__name__)
 
@@ -211,8 +211,10 @@ def merge(parts: list[Part], threads: int, vector_bytes: int = 16,
             new = renames[old]
             stores.append(f"    funcs[{new!r}] = hx.combo_output(hxf[{new!r}], hxc, hxi, {new!r}, {n}, {zero_d})")
         stores.append(f"    funcs['hx_combo_parts'].append({[renames[o] for o in part.order]!r})")
+        scalars = costly_scalar_names(parse_defs(part.source))  # computed once per work-item (schedule.combo)
+        stores.append(f"    funcs['hx_combo_scalars'].append([hxf[n] for n in {scalars!r}])")
         block += blocks
-    lines = [header.rstrip("\n"), "", *bodies, _HEADER_END.rstrip("\n"), "    funcs = {'hx_combo_parts': []}", *stores, "    return funcs", ""]
+    lines = [header.rstrip("\n"), "", *bodies, _HEADER_END.rstrip("\n"), "    funcs = {'hx_combo_parts': [], 'hx_combo_scalars': []}", *stores, "    return funcs", ""]
     first = parts[0].meta
     # Halide checks a host pointer for outputs an update stores (it copies them to the device first): the glue
     # passes device pointers there

@@ -16,8 +16,9 @@ def schedule_combo(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         raise NotApplicable("combo kernels are GPU kernels")
     outs = dict(zip(plan.meta.outputs, plan.outputs()))  # Func names may carry Halide's $n suffix
     groups = plan.funcs.get("hx_combo_parts") or [[name] for name in outs]
+    scalars = plan.funcs.get("hx_combo_scalars") or [[] for _ in groups]
     root = None
-    for group in groups:
+    for group, costly in zip(groups, scalars):
         previous = root
         for name in group:
             out = outs[name]
@@ -34,3 +35,9 @@ def schedule_combo(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
                 rec(stage, label, "compute_with", previous, items)
             previous = stage
             root = root or stage
+        # several vectors per work-item (``per_item``): the part's costly 0-d values computed once per work-item,
+        # before its vectors, not once per vector (inlined, each unrolled vector repeats AdamW's float64 pow)
+        if spec.get("per_item", 1) > 1 and spec.get("scalar_hoist", 1):
+            first = outs[group[0]]
+            for f in costly:
+                rec(f, f.name(), "compute_at", first, first.rvars(0)[2])

@@ -116,6 +116,40 @@ class NotApplicable(RuntimeError):
     """A schedule variant does not fit this kernel's shape: the next one is tried."""
 
 
+def parse_defs(source: str) -> dict[str, tuple[list[str], str]]:
+    """Func name -> (its pure Vars, its definitions' right-hand sides), parsed from kernel source."""
+    defs: dict[str, tuple[list[str], str]] = {}
+    for m in _LHS.finditer(source):
+        args = [a.strip() for a in m.group(2).split(",") if a.strip()]
+        old = defs.get(m.group(1))
+        defs[m.group(1)] = (args, (old[1] + "\n" if old else "") + m.group(3))
+    return defs
+
+
+def costly_scalar_names(defs: dict[str, tuple[list[str], str]]) -> list[str]:
+    """The 0-d Funcs of ``defs`` (``parse_defs``) that compute a transcendental and are not read under a select.
+    A Func computed at a loop and read only under a select is computed only when "used" (Halide's skip-stages), and
+    where that condition is the same for every point Halide evaluates it in host code, loading device inputs
+    there: a segfault (a scalar cross-entropy on CUDA, ``ignore_index`` read from the target)."""
+    return [name for name, (args, rhs) in defs.items()
+            if args == ["()"] and _COSTLY.search(rhs) and not _under_select(name, defs)]
+
+
+def _under_select(name: str, defs: dict[str, tuple[list[str], str]]) -> bool:
+    """Whether ``name`` reaches a select through the Funcs that read it."""
+    seen, todo = {name}, [name]
+    while todo:
+        current = todo.pop()
+        for other, (_, rhs) in defs.items():
+            if other in seen or not re.search(rf"\b{re.escape(current)}\[", rhs):
+                continue
+            if "hl.select(" in rhs or "where(" in rhs:
+                return True
+            seen.add(other)
+            todo.append(other)
+    return False
+
+
 class Plan:
     """The Funcs of one built algorithm plus what the kernel metadata says about them."""
 
@@ -156,40 +190,16 @@ class Plan:
         """0-d pure Funcs computing a transcendental (AdamW's bias corrections ``pow(beta, step)``): the same value
         for every point, worth computing once per work-group rather than in every work-item."""
         found = []
-        for name, (args, rhs) in self.defs.items():
+        for name in costly_scalar_names(self.defs):
             func = self.funcs.get(name)
-            if (args == ["()"] and _COSTLY.search(rhs) and isinstance(func, hl.Func)
-                    and not func.has_update_definition() and name not in self.meta.reductions
-                    and not self._under_select(name)):
+            if isinstance(func, hl.Func) and not func.has_update_definition() and name not in self.meta.reductions:
                 found.append(func)
         return found
-
-    def _under_select(self, name: str) -> bool:
-        """Whether ``name`` reaches a select through the Funcs that read it. A Func computed at a work-group and read
-        only under a select is computed only when "used" (Halide's skip-stages), and where that condition is the
-        same for every point Halide evaluates it in host code, loading device inputs there: a segfault (a
-        scalar cross-entropy on CUDA, ``ignore_index`` read from the target)."""
-        seen, todo = {name}, [name]
-        while todo:
-            current = todo.pop()
-            for other, (_, rhs) in self.defs.items():
-                if other in seen or not re.search(rf"\b{re.escape(current)}\[", rhs):
-                    continue
-                if "hl.select(" in rhs or "where(" in rhs:
-                    return True
-                seen.add(other)
-                todo.append(other)
-        return False
 
     @functools.cached_property
     def defs(self) -> dict[str, tuple[list[str], str]]:
         """Func name -> (its pure Vars, its definitions' right-hand sides), parsed from the kernel source."""
-        defs: dict[str, tuple[list[str], str]] = {}
-        for m in _LHS.finditer(self.source):
-            args = [a.strip() for a in m.group(2).split(",") if a.strip()]
-            old = defs.get(m.group(1))
-            defs[m.group(1)] = (args, (old[1] + "\n" if old else "") + m.group(3))
-        return defs
+        return parse_defs(self.source)
 
     def _identity_cast(self, name: str) -> bool:
         """Whether Func ``name`` is ``hl.cast(T, other[same args])`` of a Func ``other`` already of type ``T``."""
