@@ -211,7 +211,8 @@ def merge(parts: list[Part], threads: int, vector_bytes: int = 16,
             new = renames[old]
             stores.append(f"    funcs[{new!r}] = hx.combo_output(hxf[{new!r}], hxc, hxi, {new!r}, {n}, {zero_d})")
         stores.append(f"    funcs['hx_combo_parts'].append({[renames[o] for o in part.order]!r})")
-        scalars = costly_scalar_names(parse_defs(part.source))  # computed once per work-item (schedule.combo)
+        # the part's costly 0-d values: computed once per work-item where it stores several vectors (schedule.combo)
+        scalars = costly_scalar_names(parse_defs(part.source))
         stores.append(f"    funcs['hx_combo_scalars'].append([hxf[n] for n in {scalars!r}])")
         block += blocks
     lines = [header.rstrip("\n"), "", *bodies, _HEADER_END.rstrip("\n"), "    funcs = {'hx_combo_parts': [], 'hx_combo_scalars': []}", *stores, "    return funcs", ""]
