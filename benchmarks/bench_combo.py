@@ -1,8 +1,8 @@
 """AdamW's foreach step over ResNet-18's parameters: halide-xpu's combo kernels at several vectors per work-item
-(``config.combo_per_item``) beside Triton's foreach kernels, same run: GPU-kernel time per step (torch.profiler),
-median over batches of steps. Each variant compiles the step again (~1-2 min on the H200 for ours).
+(``config.combo_per_item``) and work-group sizes (``config.combo_wg``) beside Triton's foreach kernels, same run:
+GPU-kernel time per step (torch.profiler), median over batches of steps. Each variant compiles the step again (~1-2 min on the H200 for ours).
 
-    python3 benchmarks/bench_combo.py --per-item 1,2,4 --out benchmarks/results/<GPU>/combo
+    python3 benchmarks/bench_combo.py --per-item 1,2 --wg 128,256 --out benchmarks/results/<GPU>/combo
 """
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ import torch
 
 
 def markdown(title: str, rows: list[dict[str, Any]]) -> str:
-    lines = [f"# {title}", "", "| dtype | per_item | ours µs | Triton µs | ratio |", "|---|---|---|---|---|"]
-    lines += [f"| {r['dtype']} | {r['per_item']} | {r['ours_us']} | {r['triton_us']} | {r['ratio']}× |" for r in rows]
+    lines = [f"# {title}", "", "| dtype | per_item | wg | ours µs | Triton µs | ratio |",
+                                    "|---|---|---|---|---|---|"]
+    lines += [f"| {r['dtype']} | {r['per_item']} | {r.get('wg', 256)} | {r['ours_us']} | {r['triton_us']} | {r['ratio']}× |" for r in rows]
     return "\n".join(lines) + "\n"
 
 
@@ -36,7 +37,7 @@ def resnet18_shapes() -> list[tuple[int, ...]]:
     return shapes + [(1000, 512), (1000,)]
 
 
-def time_step(backend: str, per_item: int, dtype: torch.dtype, reps: int) -> float:
+def time_step(backend: str, per_item: int, dtype: torch.dtype, reps: int, wg: int = 256) -> float:
     """Median GPU-kernel µs of one compiled AdamW foreach step: the device time of every kernel the step launched
     (torch.profiler), per step over ``reps`` profiled steps. Wall time between CUDA events measures the host here
     (62 parameters: ~1.2 ms of Python and launches per step, either backend)."""
@@ -45,6 +46,7 @@ def time_step(backend: str, per_item: int, dtype: torch.dtype, reps: int) -> flo
 
     torch._dynamo.reset()
     halide_xpu.config.combo_per_item = per_item
+    halide_xpu.config.combo_wg = wg
     torch.manual_seed(0)
     params = [torch.nn.Parameter(torch.randn(s, device="cuda", dtype=dtype)) for s in resnet18_shapes()]
     for p in params:
@@ -69,6 +71,7 @@ def time_step(backend: str, per_item: int, dtype: torch.dtype, reps: int) -> flo
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--per-item", default="1,2,4", help="comma-separated config.combo_per_item values")
+    ap.add_argument("--wg", default="256", help="comma-separated config.combo_wg values (work-items per group)")
     ap.add_argument("--dtypes", default="float32,bfloat16")
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--out", default="benchmarks/results/combo")
@@ -81,15 +84,15 @@ def main() -> int:
         dtype = getattr(torch, name)
         triton_us = time_step("triton", 1, dtype, args.reps)
         print(f"{name} triton {triton_us:.1f} us", flush=True)
-        for per_item in (int(v) for v in args.per_item.split(",")):
+        for per_item, wg in ((int(p), int(w)) for p in args.per_item.split(",") for w in args.wg.split(",")):
             try:
-                ours = time_step("ours", per_item, dtype, args.reps)
+                ours = time_step("ours", per_item, dtype, args.reps, wg)
             except Exception as e:  # a failing variant is recorded, the others still run
-                print(f"{name} per_item={per_item} failed: {type(e).__name__}: {str(e)[:300]}", flush=True)
+                print(f"{name} per_item={per_item} wg={wg} failed: {type(e).__name__}: {str(e)[:300]}", flush=True)
                 continue
-            rows.append({"dtype": name, "per_item": per_item, "ours_us": round(ours, 1),
+            rows.append({"dtype": name, "per_item": per_item, "wg": wg, "ours_us": round(ours, 1),
                          "triton_us": round(triton_us, 1), "ratio": round(ours / triton_us, 3)})
-            print(f"{name} per_item={per_item} ours {ours:.1f} us ({ours / triton_us:.3f}x Triton)", flush=True)
+            print(f"{name} per_item={per_item} wg={wg} ours {ours:.1f} us ({ours / triton_us:.3f}x Triton)", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}

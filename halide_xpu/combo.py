@@ -159,6 +159,9 @@ def merge(parts: list[Part], threads: int, vector_bytes: int = 16,
     (coalesced) for each of them, which spreads its fixed cost (every part's buffer arguments loaded, the part's 0-d
     values such as AdamW's float64-exact ``pow(beta, step)``) over more points. H200, ResNet-18's AdamW step (24
     parts, Triton's foreach kernels 97 us): 161 us at 1, 186 us at 4 (benchmarks/bench_combo.py)."""
+    # largest first: a work-group tests the block ranges of the parts before its own (a chain of branches), so
+    # the parts holding most blocks are found first
+    parts = sorted(parts, key=lambda part: -part.points)
     counters = {"in_ptr": 0, "out_ptr": 0}
     args, call_args, pair_names, inplace = [], [], [], []
     out_args, out_calls = [], []

@@ -140,6 +140,8 @@ _KNOBS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "combo_kernels": (_bool, True),
     # vectors each work-item of a combo kernel stores per output (combo.merge; benchmarks/bench_combo.py measures)
     "combo_per_item": (_positive_int, 1),
+    # work-items per work-group of a combo kernel (at most the device's; benchmarks/bench_combo.py measures)
+    "combo_wg": (_positive_int, 256),
     # how the sycl target's kernels reach the device (device_binary.py): OpenCL C source built at first launch, or
     # SPIR-V / native binaries built ahead of launch in child processes and cached on disk
     "device_binary": (_choice("device_binary", DEVICE_BINARIES), "auto"),
@@ -242,6 +244,7 @@ scan_chunks: str
 device_binary: str
 schedule_overrides: dict[str, int]
 combo_per_item: int
+combo_wg: int
 schedule_db: Optional[str]
 autotune: str
 autotune_budget_s: float

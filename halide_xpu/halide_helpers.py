@@ -8,13 +8,13 @@ from typing import Any, Iterator
 
 import halide as hl
 
-from .special_math import (_expr, _unify, copysign, digamma, erf, exp, expm1, f64, lgamma, log, log1p, log2,  # noqa: F401
-                           frexp_exponent, frexp_mantissa, nextafter, trigamma)
+from .special_math import (_expr, _unify, copysign, digamma, erf, exp, exp2, expm1, f64, lgamma, log, log1p,  # noqa: F401
+                           log2, log10, frexp_exponent, frexp_mantissa, nextafter, trigamma)
 from .special_functions import (airy_ai, bessel_i, bessel_j, bessel_k, bessel_y, erfcx, erfinv, igamma,  # noqa: F401
                                 log_ndtr, ndtri, polygamma, spherical_bessel_j0, zeta)
 from .special_polynomials import chebyshev, hermite_h, hermite_he, laguerre_l, legendre_p  # noqa: F401
 from .ieee_math import floordiv as _float_floordiv
-from .ieee_math import fmod, hypot, negate, pow, relu  # noqa: F401, A004
+from .ieee_math import fmod, hypot, negate, pow, pow_constant_base, relu  # noqa: F401, A004
 
 _building = threading.local()
 

@@ -68,6 +68,22 @@ def pow(x: object, y: object) -> hl.Expr:  # noqa: A001 - the op's name
     return hl.select((y == zero) | (x == one), one, r)
 
 
+def pow_constant_base(x: object, y: object, base: float, log_base: float) -> hl.Expr:
+    """``pow(x, y)`` where ``x`` is the constant ``base`` (finite, > 0, != 1, already rounded to fp32) and
+    ``log_base`` its natural log, taken when the kernel is written: in fp32 only the float64 exp is left on the device
+    (AdamW's ``pow(beta, step)``: the general form's float64 log of a constant ran in every work-item). C99's special
+    values of y: NaN -> NaN, ±0 -> 1, ±inf -> 0 or inf by whether base < 1. float64 math keeps ``pow``."""
+    x, y = _unify(x, y)
+    t = x.type()
+    if not t.is_float() or t.bits() == 64:
+        return pow(x, y)
+    zero, one, inf, nan = _c(t, 0.0), _c(t, 1.0), _c(t, math.inf), _c(t, math.nan)
+    magnitude = hl.cast(t, exp(hl.cast(hl.Float(64), y) * hl.f64(log_base)))
+    inf_y = hl.select((y < zero) == (base < 1.0), inf, zero)
+    r = hl.select(_is_inf(y), inf_y, magnitude)
+    return hl.select(is_nan_bits(y), nan, y == zero, one, r)
+
+
 def _exponent64(x: hl.Expr) -> hl.Expr:
     """The biased exponent field of a float64, as int32."""
     return hl.cast(hl.Int(32), (hl.reinterpret(hl.UInt(64), x) >> 52) & hl.cast(hl.UInt(64), 0x7FF))

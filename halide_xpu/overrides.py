@@ -41,6 +41,20 @@ def _constant_value(x: Any) -> Any:
     return None
 
 
+_FLOAT_CONSTANT = re.compile(r"^hl\.cast\(hl\.Float\(32\), (?:hl|hx)\.f64\(([-+0-9.e]+)\)\)$|^hl\.f32\(([-+0-9.e]+)\)$")
+
+
+def _fp32_constant(x: Any) -> Any:
+    """The fp32 value a CSE variable holds when it is a finite float constant of the kernel's fp32 math, else None."""
+    for text in _expression_texts(x):
+        m = _FLOAT_CONSTANT.match(text.strip())
+        if m:
+            value = float(m.group(1) or m.group(2))
+            rounded = float(torch.tensor(value, dtype=torch.float32))
+            return rounded if math.isfinite(rounded) else None
+    return None
+
+
 def _int_semantics(name: str, plain: str) -> Any:
     """An op that keeps Halide's operator for floats and calls ``hx.<name>`` otherwise (dispatching on the
     operand types when the algorithm is built): wrapping signed overflow, C/Python division and remainder."""
@@ -163,6 +177,10 @@ class HalideXpuOverrides(HalideOverrides):
         from torch._inductor.virtualized import V
 
         if getattr(V.kernel, "target_name", lambda: "")() in ("host", "cuda"):
+            base = _fp32_constant(a)
+            if base is not None and base > 0 and base != 1:
+                # a constant base (AdamW's beta ** step): its log taken here, not in every work-item
+                return f"hx.pow_constant_base({a}, {b}, {base!r}, {math.log(base)!r})"
             return f"hx.pow({a}, {b})"
         return f"hl.pow({a}, {b})"
 
@@ -210,6 +228,8 @@ class HalideXpuOverrides(HalideOverrides):
     log1p = staticmethod(lambda x: f"hx.log1p({x})")
     expm1 = staticmethod(lambda x: f"hx.expm1({x})")
     log2 = staticmethod(lambda x: f"hx.log2({x})")
+    log10 = staticmethod(lambda x: f"hx.log10({x})")  # the constant in x's type (Inductor's is fp32)
+    exp2 = staticmethod(lambda x: f"hx.exp2({x})")  # exp(x * ln 2) loses digits at large |x|
     lgamma = staticmethod(lambda x: f"hx.lgamma({x})")
     digamma = staticmethod(lambda x: f"hx.digamma({x})")
     copysign = staticmethod(lambda a, b: f"hx.copysign({a}, {b})")

@@ -21,7 +21,6 @@ log = logging.getLogger(__name__)
 
 META_IMPORT = "from halide_xpu.meta import KernelMeta, ArgSpec, LoopVar, ScheduleSpec"
 LOADER_IMPORT = "from halide_xpu.asyncload import load_kernel as halide_xpu_load"
-COMBO_THREADS = 256  # work-items per work-group of a combo kernel (combo.merge)
 
 
 # While a fallback scheduling generates code, Inductor must see its own backend name for the device.
@@ -169,7 +168,7 @@ class HalideXpuScheduling(HalideScheduling):
                 continue
             first = group[0].meta
             caps = targets.device_caps(first.target, first.device_type, first.device_index)
-            meta, src_code, call_args = combo.merge(group, min(COMBO_THREADS, caps.max_work_group),
+            meta, src_code, call_args = combo.merge(group, min(config.combo_wg, caps.max_work_group),
                                                     per_item=config.combo_per_item)
             node_schedule = [n for part in group for n in by_part[id(part)][0]]
             name = self._define(src_code, meta, node_schedule)

@@ -1,5 +1,5 @@
 """Halide expressions for math Halide lacks or gets wrong at special values: log (inf, NaN, subnormals on the host),
-log1p/expm1 (near 0), erf (±inf), log2, copysign, nextafter, frexp, lgamma, digamma, trigamma."""
+log1p/expm1 (near 0), erf (±inf), log2, log10, exp2, copysign, nextafter, frexp, lgamma, digamma, trigamma."""
 from __future__ import annotations
 
 import math
@@ -110,6 +110,36 @@ def erf(x: object) -> hl.Expr:
 def log2(x: object) -> hl.Expr:
     x = _float(x)
     return log(x) * _c(x.type(), 1 / math.log(2))
+
+
+def log10(x: object) -> hl.Expr:
+    """log(x) / log(10) with the constant in x's type: Inductor's decomposition takes an fp32 constant, which left
+    float64 log10 wrong from the 8th digit (log10(127.42): 2.1052407 vs 2.10524066)."""
+    x = _float(x)
+    return log(x) * _c(x.type(), 1 / math.log(10))
+
+
+def exp2(x: object) -> hl.Expr:
+    """2^x by its integer and fractional parts: 2^k built from bits (two factors, so that subnormal results are
+    rounded once), 2^f = exp(f ln 2) for |f| <= 1/2. Inductor's decomposition exp(x * ln 2) loses the product's
+    rounding times |x| (fp32 exp2(124.25): 36 ulp) and takes ln 2 as an fp32 constant for float64 too (exp2(-160):
+    relative error 3e-7). exp2(±inf) = inf / 0, NaN passes through."""
+    x = _float(x)
+    t = x.type()
+    wide = t.bits() == 64
+    lo, hi, mantissa, bias = (-1080, 1030, 52, 1023) if wide else (-152, 130, 23, 127)
+    ints = hl.Int(64) if wide else hl.Int(32)
+    clamped = hl.clamp(x, _c(t, lo), _c(t, hi))
+    k = hl.round(clamped)
+    frac = clamped - k  # exact: |clamped| < 2^11
+    k1 = hl.cast(ints, k) >> 1
+    k2 = hl.cast(ints, k) - k1
+
+    def pow2(e: hl.Expr) -> hl.Expr:
+        return hl.reinterpret(t, (e + hl.cast(ints, bias)) << mantissa)
+
+    value = (hl.exp(frac * _c(t, math.log(2))) * pow2(k1)) * pow2(k2)
+    return hl.select(is_nan_bits(x), x, value)
 
 
 def copysign(a: object, b: object) -> hl.Expr:

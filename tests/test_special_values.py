@@ -131,3 +131,38 @@ def test_subnormals_are_kept(target: str, name: str) -> None:
     flush-to-zero paths, so ceil(1e-45) was 0 on the H100 (eager: 1)."""
     x = torch.tensor(SUBNORMALS, dtype=torch.float32)
     compile_and_check(SUBNORMAL_OPS[name], x, atol=0, rtol=2e-6)
+
+
+def _ulps(actual: torch.Tensor, expected: torch.Tensor) -> float:
+    """Largest error in units of the expected value's eps (exact matches, NaN with NaN and equal infinities: 0)."""
+    actual, expected = actual.cpu(), expected.cpu()
+    same = (actual == expected) | (actual.isnan() & expected.isnan())
+    finite = expected.isfinite() & (expected != 0)
+    err = torch.where(finite, (actual - expected).abs() / expected.abs() / torch.finfo(expected.dtype).eps, math.inf)
+    return float(torch.where(same, 0.0, err).max())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_exp2_log10_within_two_ulp(target: str, dtype: torch.dtype) -> None:
+    """exp2 and log10 within 2 ulp of eager over their range: Inductor's decompositions exp(x * ln 2) and
+    log(x) / ln 10 take fp32 constants, and the product's rounding grows with |x|: fp32 exp2(124.25) was 36 ulp off,
+    float64 exp2(-160) 1.4e9 ulp and float64 log10(127.4) 1e8 ulp (relative 2e-8)."""
+    exponents = torch.cat([torch.arange(-148.0, 127.0, 0.37), torch.arange(-60.0, 60.0, 1.0)]).to(dtype)
+    positives = torch.cat([10.0 ** torch.arange(-30.0, 30.0), torch.linspace(1e-3, 1e4, 257)]).to(dtype)
+    exp2, log10 = (torch.compile(f, fullgraph=True) for f in (torch.exp2, torch.log10))
+    x, y = on_target(exponents), on_target(positives)
+    assert _ulps(exp2(x), torch.exp2(x)) <= 2 and _ulps(log10(y), torch.log10(y)) <= 2
+    compile_and_check(lambda a, b: (torch.exp2(a), torch.log10(b)), exponents, positives, atol=0, rtol=3e-7)
+
+
+def test_pow_of_a_constant_base(target: str) -> None:
+    """``beta ** step`` (AdamW's bias corrections) with the constant's log taken when the kernel is written (CUDA,
+    host: ``hx.pow_constant_base``): eager's values within 2 ulp over bases above and below 1, every special
+    exponent (NaN, ±inf, ±0, overflow, underflow to subnormals and 0)."""
+    steps = torch.tensor([0.0, -0.0, 1.0, 2.0, 3.0, 10.0, 1e4, 1e6, 1e9, -1.0, -1e6, 0.5, -0.5, 1e30, -1e30,
+                          math.inf, -math.inf, math.nan, 7.5, 123456.0, 1e-40, 88.7, 200.0, -200.0, 1e38])
+    for base in (0.999, 0.9, 0.5, 2.5, 1.5, 1e-30, 3e38, 0.9999999, 1.0000001):
+        code = compile_and_check(lambda s: base ** s, steps, atol=0, rtol=3e-7)
+        if target in ("host", "cuda"):
+            assert "pow_constant_base" in code, code
+        torch._dynamo.reset()
