@@ -11,6 +11,9 @@ for hf in .whl7/hf.tar.xz .whl6/hf.tar.xz .whl5/hf.tar.xz .whl4/hf.tar.xz .whl3/
   if [ -f "$hf" ] && [ ! -d /tmp/site2/transformers ]; then tar xJf "$hf" -C /tmp/site2; fi
 done
 if [ -f .whl2/tv.tar.xz ] && [ ! -d /tmp/site2/timm ]; then tar xJf .whl2/tv.tar.xz -C /tmp/site2; fi
+# transformers now brings the hub `kernels` package, whose name benchmarks/kernels.py shadows (ImportError in
+# transformers.activations): it is not needed to build models from configs
+rm -rf /tmp/site2/kernels /tmp/site2/kernels-*.dist-info
 export PYTHONPATH=/tmp/site:$PWD:/tmp/site2 PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-/tmp/inductor-cache}
 python3 -c "import torch, halide; print('torch', torch.__version__, 'cuda', torch.cuda.get_device_name())"
