@@ -749,3 +749,15 @@ def test_modular_index_weighs_its_buffer_not_its_range(monkeypatch, tmp_path):
     channels = next(v.name for v in meta.loop_vars if v.static_extent == 512)
     assert max(weights.values()) == weights[channels] <= 32 * 512 * 49 * 4, weights
     assert variant == "fused" and any(f"gpu_tile({channels}," in line for line in lines), lines
+
+
+def test_costly_scalars_include_the_math_helpers() -> None:
+    """0-d values computed by ``hx.pow_constant_base``, ``hx.exp2`` or ``hx.log10`` count as costly (hoisted like
+    ``hx.pow``): the pattern once matched only the names before them, so AdamW's bias corrections lost their hoist
+    when they moved to ``pow_constant_base``."""
+    from halide_xpu.schedule.common import costly_scalar_names
+
+    defs = {"tmp1": (["()"], "hx.pow_constant_base(tmp0[()], tmp2[()], 0.999, -0.0010005)"),
+            "tmp3": (["()"], "hx.exp2(tmp2[()])"), "tmp4": (["()"], "hx.log10(tmp2[()])"),
+            "tmp5": (["()"], "tmp2[()] + tmp3[()]")}
+    assert costly_scalar_names(defs) == ["tmp1", "tmp3", "tmp4"]

@@ -18,8 +18,8 @@ _NO_OPENCL_VECTORS = re.compile(r"\bhl\.(is_nan|is_inf|is_finite|erf)\(")
 _LHS = re.compile(r"^\s*((?:tmp|out_ptr)\d+)\[([^\]]*)\] = (.*)$", re.M)
 _REF = re.compile(r"\b(tmp\d+)\[")
 _IDENTITY_CAST = re.compile(r"^hl\.cast\(hl\.\w+\(\d*\), (tmp\d+)\[([^\]]*)\]\)$")
-_COSTLY = re.compile(r"\b(?:hl|hx)\.(?:tanh|exp|expm1|erf|erfc|log|log1p|log2|pow|sin|cos|tan|atan|atan2|sigmoid|lgamma|"
-                     r"digamma|cuda_exp|cuda_erf)\(")
+_COSTLY = re.compile(r"\b(?:hl|hx)\.(?:tanh|exp|exp2|expm1|erf|erfc|log|log1p|log2|log10|pow|pow_constant_base|sin|cos|"
+                     r"tan|atan|atan2|sigmoid|lgamma|digamma|cuda_exp|cuda_erf)\(")
 _FAST_TRANSCENDENTAL = re.compile(r"\bhx\.cuda_exp\(")
 _TO_HALF = re.compile(r"\bhl\.cast\(hl\.Float\(16\)")
 _LOAD = re.compile(r"\b(in_ptr\d+)\[([^,\]]+)[,\]]")
