@@ -1,6 +1,7 @@
 """AdamW's foreach step over ResNet-18's parameters: halide-xpu's combo kernels at several vectors per work-item
 (``config.combo_per_item``) and work-group sizes (``config.combo_wg``) beside Triton's foreach kernels, same run:
-GPU-kernel time per step (torch.profiler), median over batches of steps. Each variant compiles the step again (~1-2 min on the H200 for ours).
+GPU-kernel time per step (torch.profiler), median over batches of steps. Each variant compiles the step again (~1-2 min
+on the H200 for ours).
 
     python3 benchmarks/bench_combo.py --per-item 1,2 --wg 128,256 --out benchmarks/results/<GPU>/combo
 """
@@ -17,9 +18,9 @@ import torch
 
 
 def markdown(title: str, rows: list[dict[str, Any]]) -> str:
-    lines = [f"# {title}", "", "| dtype | per_item | wg | ours µs | Triton µs | ratio |",
-                                    "|---|---|---|---|---|---|"]
-    lines += [f"| {r['dtype']} | {r['per_item']} | {r.get('wg', 256)} | {r['ours_us']} | {r['triton_us']} | {r['ratio']}× |" for r in rows]
+    lines = [f"# {title}", "", "| dtype | per_item | wg | ours µs | Triton µs | ratio |", "|---|---|---|---|---|---|"]
+    lines += [f"| {r['dtype']} | {r['per_item']} | {r.get('wg', 256)} | {r['ours_us']} | {r['triton_us']} | {r['ratio']}× |"
+              for r in rows]
     return "\n".join(lines) + "\n"
 
 
