@@ -136,6 +136,9 @@ _KNOBS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     # "gpu" (CUDA and XPU devices, where one serial work-item per row leaves the device idle), "all" also on CPU
     # devices (tests: the OpenCL CPU device runs the GPU schedules), "off": one work-item per row everywhere
     "scan_chunks": (_choice("scan_chunks", SCAN_MODES), "gpu"),
+    # elements of a row one work-item scans serially in the chunked form (the chunk totals then combine in
+    # log2(row / scan_chunk) steps across the work-group)
+    "scan_chunk": (_positive_int, 32),
     # GPU targets: the pointwise kernels of a foreach/combo node (an optimizer step) in one launch (combo.py)
     "combo_kernels": (_bool, True),
     # vectors each work-item of a combo kernel stores per output (combo.merge; benchmarks/bench_combo.py measures)
@@ -241,6 +244,7 @@ device_checks: bool
 cache_dir: str
 scan_kernels: str
 scan_chunks: str
+scan_chunk: int
 device_binary: str
 schedule_overrides: dict[str, int]
 combo_per_item: int

@@ -57,12 +57,11 @@ def _acc_type(dtype: torch.dtype) -> str:
 
 # GPUs: a row's scan is serial in one work-item (~70 ns a step on the H100), so a scan of few rows leaves the device
 # idle: HF Llama's position_ids (8 rows of 512) took 37 us where Triton's per-row parallel scan takes 1 us. Such
-# scans are chunked (``_chunked``): rows of static length split in CHUNK-long pieces scanned in parallel, then
+# scans are chunked (``_chunked``): rows of static length split in config.scan_chunk-long pieces scanned in parallel, then
 # each row's chunk totals, then every element combined with its chunk's prefix; a row of dynamic length goes to
 # Inductor's Triton kernel (logged).
 GPU_MIN_ROWS = 4096
 GPU_SHORT_ROW = 32
-CHUNK = 32  # elements of a row one work-item scans serially in the chunked form
 
 
 def _too_few_rows(kernel: Any) -> bool:
@@ -147,11 +146,14 @@ def _results(kernel: Any, acc: HalideCSEVariable, dtypes: tuple[torch.dtype, ...
 
 def _chunked(kernel: Any, acc: HalideCSEVariable, axis: Any, n: int, dtypes: tuple[torch.dtype, ...],
              spread: list[HalideCSEVariable], combine_fn: Callable[[tuple, tuple], tuple]) -> None:
-    """``acc`` as a chunked scan of rows of ``n`` elements: ``loc`` scans each CHUNK-long piece (rows x chunks in
-    parallel, CHUNK serial steps), ``pre`` each row's chunk totals (one serial step a chunk), and ``acc`` combines
-    every element with the total of the chunks before its own (the combine is associative: the order of the
-    operands is kept, so cummax's ties still pick the later index)."""
-    L, count = CHUNK, -(-n // CHUNK)
+    """``acc`` as a chunked scan of rows of ``n`` elements: ``loc`` scans each ``config.scan_chunk``-long piece (rows
+    x chunks in parallel, that many serial steps), ``pre`` each row's chunk totals in log2(chunks) steps (``pre_s<k>``:
+    step k combines each total with the one 2**k chunks before it, all chunks at once; was one serial step a chunk,
+    with a work-group barrier between steps), and ``acc`` combines every element with the total of the chunks before
+    its own (the combine is associative: the order of the operands is kept, so cummax's ties still pick the later
+    index)."""
+    L = min(config.scan_chunk, n)
+    count = -(-n // L)
     name = acc.name
     loc, pre, j, c = f"{name}_loc", f"{name}_pre", f"{name}_j", f"{name}_c"
     dims = list(acc.used_dims)
@@ -185,14 +187,17 @@ def _chunked(kernel: Any, acc: HalideCSEVariable, axis: Any, n: int, dtypes: tup
     w(f"{loc}_ri = hl.min({c} * {L} + {loc}_r.x, {n - 1})")
     step = combined(elems(loc, [f"{loc}_r.x - 1", c]), tuple(value_at(f"{loc}_ri")))
     w(f"{at(loc, [f'{loc}_r.x', c])} = {pack(step)}")
-    w(f"{pre} = hl.Func('{pre}')")  # pre[c]: chunks 0..c combined
-    w(f"{at(pre, [c])} = {pack(elems(loc, [str(L - 1), c]))}")
-    if count > 1:
-        w(f"{pre}_r = hl.RDom([hl.Range(1, {count - 1})])")
-        step = combined(elems(pre, [f"{pre}_r.x - 1"]), elems(loc, [str(L - 1), f"{pre}_r.x"]))
-        w(f"{at(pre, [f'{pre}_r.x'])} = {pack(step)}")
+    steps = (count - 1).bit_length()  # pre[c]: chunks 0..c combined, after ceil(log2(count)) doubling steps
+    names = [f"{pre}_s{k}" for k in range(steps)] + [pre]
+    w(f"{names[0]} = hl.Func('{names[0]}')")
+    w(f"{at(names[0], [c])} = {pack(elems(loc, [str(L - 1), c]))}")
+    for s in range(steps):  # after step s, names[s + 1][c] holds chunks c - 2**(s+1) + 1 .. c
+        d, mine = 1 << s, elems(names[s], [c])
+        w(f"{names[s + 1]} = hl.Func('{names[s + 1]}')")
+        both = combined(elems(names[s], [f"hl.max({c} - {d}, 0)"]), mine)
+        w(f"{at(names[s + 1], [c])} = {pack([f'hl.select({c} >= {d}, {b}, {m})' for b, m in zip(both, mine)])}")
     a = str(axis)
     own = elems(loc, [f"{a} % {L}", f"{a} / {L}"])
     both = combined(elems(pre, [f"hl.max({a} / {L} - 1, 0)"]), own)
     w(f"{acc} = {pack([f'hl.select({a} < {L}, {o}, {b})' for o, b in zip(own, both)])}")
-    kernel.scan_funcs += [loc, pre]
+    kernel.scan_funcs += [loc, *names]

@@ -2,6 +2,7 @@
 a chunked scan (halide_xpu/scan.py ``_chunked``) in one kernel, a work-group per row."""
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import halide as hl
@@ -56,13 +57,17 @@ def scan_chunks(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     """GPU, a chunked scan (pairs ``X_loc`` / ``X_pre`` of halide_xpu/scan.py): one kernel, a work-group per row (one
     for a single row: it had one work-item scan all of it, 7.0 us against Triton's 0.9 on the H200) and a work-item
     per chunk. Each work-item scans its chunk into local memory (its loads unrolled: in flight
-    together), one work-item combines the chunk totals in one serial loop (unrolled, Halide put a barrier between
-    its steps: 15 for 16 chunks), then the work-group stores the outputs, adjacent work-items adjacent points. Was five
+    together), the chunk totals combine in log2(chunks) steps, a work-item per chunk (was one work-item's serial loop,
+    with a barrier between its steps: 15 for 16 chunks), then the work-group stores the outputs, adjacent work-items adjacent points. Was five
     kernels (each Func's pure and update stage on its own); the rows of few-row scans (HF Llama's position_ids, 8
     rows of 512) went to Triton before the chunked form."""
     names = list(plan.meta.reductions)
     pairs = [(plan.funcs.get(n), plan.funcs.get(n[:-4] + "_pre")) for n in names if n.endswith("_loc")]
-    if not plan.caps.gpu or not pairs or len(names) != 2 * len(pairs) or any(b is None for _, b in pairs):
+    # the doubling steps of the chunk totals (X_pre_s0 .. X_pre_s<k>, then X_pre); sources harvested before them
+    # hold X_pre alone, with a serial update
+    steps = [n for n in names if re.fullmatch(r".*_pre_s\d+", n) and isinstance(plan.funcs.get(n), hl.Func)]
+    if (not plan.caps.gpu or not pairs or len(names) != 2 * len(pairs) + len(steps)
+            or any(b is None for _, b in pairs)):
         raise NotApplicable("not a chunked scan")
     widths = {t.bytes() for loc, pre in pairs for f in (loc, pre) for t in f.types()}
     if len(widths) > 1:  # mixed widths go to per-launch global scratch (separate_local_widths), which corrupted
@@ -115,7 +120,8 @@ def scan_chunks(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         rec(loc, loc.name(), "gpu_threads", c)
         rec(loc.update(0), f"{loc.name()}.update(0)", "gpu_threads", c)
         rec(loc.update(0), f"{loc.name()}.update(0)", "unroll", loc.rvars(0)[0])  # the chunk's loads in flight
-        rec(pre, pre.name(), "compute_at", anchor, block)
-        rec(pre, pre.name(), "gpu_threads", pre.args()[0])
-        if pre.has_update_definition():  # a serial walk over the chunk totals, on one work-item of the group
+        for step in [plan.funcs[n] for n in steps if n.startswith(pre.name() + "_s")] + [pre]:
+            rec(step, step.name(), "compute_at", anchor, block)  # each step a loop over the chunks, a barrier after
+            rec(step, step.name(), "gpu_threads", step.args()[0])
+        if pre.has_update_definition():  # older sources: a serial walk over the chunk totals, on one work-item
             rec(pre.update(0), f"{pre.name()}.update(0)", "unscheduled")
