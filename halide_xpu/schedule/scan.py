@@ -117,10 +117,15 @@ def scan_chunks(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     for loc, pre in pairs:
         j, c = loc.args()[:2]
         rec(loc, loc.name(), "compute_at", anchor, block)
+        # chunks innermost in local memory: each of a chunk's serial steps has the work-items (one chunk each) touch
+        # adjacent words (chunk-length strides put them all in one bank)
+        rec(loc, loc.name(), "reorder_storage", c, j, *loc.args()[2:])
         rec(loc, loc.name(), "gpu_threads", c)
         rec(loc.update(0), f"{loc.name()}.update(0)", "gpu_threads", c)
         rec(loc.update(0), f"{loc.name()}.update(0)", "unroll", loc.rvars(0)[0])  # the chunk's loads in flight
-        for step in [plan.funcs[n] for n in steps if n.startswith(pre.name() + "_s")] + [pre]:
+        # by the algorithm's names: Halide suffixes Func names made twice in a process (``X_pre$1``)
+        own = [plan.funcs[n] for n in steps if plan.funcs.get(n[:n.rindex("_s")]) is pre]
+        for step in own + [pre]:
             rec(step, step.name(), "compute_at", anchor, block)  # each step a loop over the chunks, a barrier after
             rec(step, step.name(), "gpu_threads", step.args()[0])
         if pre.has_update_definition():  # older sources: a serial walk over the chunk totals, on one work-item
