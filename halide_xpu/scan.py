@@ -57,9 +57,9 @@ def _acc_type(dtype: torch.dtype) -> str:
 
 # GPUs: a row's scan is serial in one work-item (~70 ns a step on the H100), so a scan of few rows leaves the device
 # idle: HF Llama's position_ids (8 rows of 512) took 37 us where Triton's per-row parallel scan takes 1 us. Such
-# scans are chunked (``_chunked``): rows of static length split in config.scan_chunk-long pieces scanned in parallel, then
-# each row's chunk totals, then every element combined with its chunk's prefix; a row of dynamic length goes to
-# Inductor's Triton kernel (logged).
+# scans are chunked (``_chunked``): rows of static length split in config.scan_chunk-long pieces scanned in
+# parallel, then each row's chunk totals, then every element combined with its chunk's prefix; a row of dynamic
+# length goes to Inductor's Triton kernel (logged).
 GPU_MIN_ROWS = 4096
 GPU_SHORT_ROW = 32
 

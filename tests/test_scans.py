@@ -175,6 +175,10 @@ def test_chunked_scan_is_one_cuda_kernel(target: str, chunked: None, tmp_path, m
         stmt = tmp_path / "twin.stmt"
         _, lines, variant = compile_cuda_twin(load_meta(entry), (entry / "kernel.py").read_text(), lower_to(stmt))
         assert variant == "scan_chunks", lines
+        # every doubling step of the chunk totals computed in local memory, none inlined (a step matched by its
+        # Halide name missed the ``$N`` suffix of a Func made twice: each work-item re-read every chunk total)
+        steps = set(re.findall(r"^\s*(\w+_pre_s\d+) = hl\.Func", (entry / "kernel.py").read_text(), re.M))
+        assert steps and all(any(line.startswith(f"{s}.compute_at(") for line in lines) for s in steps), lines
         launches = re.findall(r'halide_cuda_run\([^,]+, "[^"]+", (\d+), \d+, \d+, (\d+), (\d+),',
                               stmt.read_text(errors="replace"))
         # a work-group per row, 512 / 32 chunks scanned by a work-item each, then a work-item per stored point

@@ -57,16 +57,19 @@ def scan_chunks(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     """GPU, a chunked scan (pairs ``X_loc`` / ``X_pre`` of halide_xpu/scan.py): one kernel, a work-group per row (one
     for a single row: it had one work-item scan all of it, 7.0 us against Triton's 0.9 on the H200) and a work-item
     per chunk. Each work-item scans its chunk into local memory (its loads unrolled: in flight
-    together), the chunk totals combine in log2(chunks) steps, a work-item per chunk (was one work-item's serial loop,
-    with a barrier between its steps: 15 for 16 chunks), then the work-group stores the outputs, adjacent work-items adjacent points. Was five
-    kernels (each Func's pure and update stage on its own); the rows of few-row scans (HF Llama's position_ids, 8
-    rows of 512) went to Triton before the chunked form."""
+    together), the chunk totals combine in log2(chunks) steps, a work-item per chunk (was one work-item's serial
+    loop, with a barrier between its steps: 15 for 16 chunks), then the work-group stores the outputs, adjacent
+    work-items adjacent points. Was five kernels (each Func's pure and update stage on its own); the rows of
+    few-row scans (HF Llama's position_ids, 8 rows of 512) went to Triton before the chunked form."""
     names = list(plan.meta.reductions)
-    pairs = [(plan.funcs.get(n), plan.funcs.get(n[:-4] + "_pre")) for n in names if n.endswith("_loc")]
-    # the doubling steps of the chunk totals (X_pre_s0 .. X_pre_s<k>, then X_pre); sources harvested before them
-    # hold X_pre alone, with a serial update
-    steps = [n for n in names if re.fullmatch(r".*_pre_s\d+", n) and isinstance(plan.funcs.get(n), hl.Func)]
-    if (not plan.caps.gpu or not pairs or len(names) != 2 * len(pairs) + len(steps)
+    pres = [n[:-4] + "_pre" for n in names if n.endswith("_loc")]
+    pairs = [(plan.funcs.get(p[:-4] + "_loc"), plan.funcs.get(p)) for p in pres]
+    # each pair's doubling steps of the chunk totals (X_pre_s0 .. X_pre_s<k>, then X_pre), looked up by the
+    # algorithm's names (Halide suffixes Func names made twice in a process: ``X_pre$1``); sources harvested before
+    # the steps hold X_pre alone, with a serial update
+    steps = [[plan.funcs[n] for n in names
+              if re.fullmatch(re.escape(p) + r"_s\d+", n) and isinstance(plan.funcs.get(n), hl.Func)] for p in pres]
+    if (not plan.caps.gpu or not pairs or len(names) != 2 * len(pairs) + sum(map(len, steps))
             or any(b is None for _, b in pairs)):
         raise NotApplicable("not a chunked scan")
     widths = {t.bytes() for loc, pre in pairs for f in (loc, pre) for t in f.types()}
@@ -114,7 +117,7 @@ def scan_chunks(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         if o is not anchor:
             rec(o, o.name(), "compute_with", anchor, oj)
         block = row
-    for loc, pre in pairs:
+    for (loc, pre), own in zip(pairs, steps):
         j, c = loc.args()[:2]
         rec(loc, loc.name(), "compute_at", anchor, block)
         # chunks innermost in local memory: each of a chunk's serial steps has the work-items (one chunk each) touch
@@ -123,8 +126,6 @@ def scan_chunks(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         rec(loc, loc.name(), "gpu_threads", c)
         rec(loc.update(0), f"{loc.name()}.update(0)", "gpu_threads", c)
         rec(loc.update(0), f"{loc.name()}.update(0)", "unroll", loc.rvars(0)[0])  # the chunk's loads in flight
-        # by the algorithm's names: Halide suffixes Func names made twice in a process (``X_pre$1``)
-        own = [plan.funcs[n] for n in steps if plan.funcs.get(n[:n.rindex("_s")]) is pre]
         for step in own + [pre]:
             rec(step, step.name(), "compute_at", anchor, block)  # each step a loop over the chunks, a barrier after
             rec(step, step.name(), "gpu_threads", step.args()[0])
