@@ -185,7 +185,11 @@ def _chunked(kernel: Any, acc: HalideCSEVariable, axis: Any, n: int, dtypes: tup
     w(f"{at(loc, [j, c])} = {pack(value_at(f'{loc}_i'))}")
     w(f"{loc}_r = hl.RDom([hl.Range(1, {L - 1})])")
     w(f"{loc}_ri = hl.min({c} * {L} + {loc}_r.x, {n - 1})")
-    step = combined(elems(loc, [f"{loc}_r.x - 1", c]), tuple(value_at(f"{loc}_ri")))
+    # a single value's step reads the element its pure definition loaded (all of a work-group's loads at once,
+    # adjacent work-items adjacent points: schedule/scan.py); a Tuple's loads it again (a Tuple update that read
+    # loc[r] after storing one of its elements would see the new value, see scan())
+    right = tuple(value_at(f"{loc}_ri")) if several else elems(loc, [f"{loc}_r.x", c])
+    step = combined(elems(loc, [f"{loc}_r.x - 1", c]), right)
     w(f"{at(loc, [f'{loc}_r.x', c])} = {pack(step)}")
     steps = (count - 1).bit_length()  # pre[c]: chunks 0..c combined, after ceil(log2(count)) doubling steps
     names = [f"{pre}_s{k}" for k in range(steps)] + [pre]

@@ -145,9 +145,9 @@ def test_logcumsumexp_backward_at_large_values(target: str) -> None:
     assert halide_xpu.stats.counters["kernels_generated"] > 0
 
 
-@pytest.mark.parametrize("rows", [8, 1, "broadcast"])
+@pytest.mark.parametrize("rows, n", [(8, 512), (1, 512), ("broadcast", 512), (4, 2000)])
 def test_chunked_scan_is_one_cuda_kernel(target: str, chunked: None, tmp_path, monkeypatch: pytest.MonkeyPatch,
-                                         rows: int | str) -> None:
+                                         rows: int | str, n: int) -> None:
     """The chunked form built as a CUDA twin (H100 caps, no GPU): one launch, a work-group per row, a work-item per
     chunk (was five kernels: each Func's pure and update stage on its own). One row is one work-group, not one
     work-item scanning the whole row; one row's scan stored for 8 rows (HF Llama's packed-sequence check over 512
@@ -166,9 +166,11 @@ def test_chunked_scan_is_one_cuda_kernel(target: str, chunked: None, tmp_path, m
     if rows == "broadcast":
         rows = 8
         _check(lambda x: torch.cumsum(x.expand(8, -1) != 1, 1), torch.randint(0, 3, (512,)))
-    else:
-        x = torch.randint(0, 3, (rows, 512))
+    elif n == 512:
+        x = torch.randint(0, 3, (rows, n))
         _check(lambda x: (torch.cumsum(x, 1), *torch.cummax(x.float(), 1)), x)
+    else:  # one scan: rows of 2000 int64 sums and cummax Tuples would not fit local memory
+        _check(lambda x: torch.cumsum(x, 1), torch.randint(0, 3, (rows, n)))
     entries = [p.parent for p in tmp_path.rglob("kernel.py") if "_loc = hl.Func" in p.read_text()]
     assert entries, "no chunked scan kernel built"
     for entry in entries:
@@ -181,5 +183,12 @@ def test_chunked_scan_is_one_cuda_kernel(target: str, chunked: None, tmp_path, m
         assert steps and all(any(line.startswith(f"{s}.compute_at(") for line in lines) for s in steps), lines
         launches = re.findall(r'halide_cuda_run\([^,]+, "[^"]+", (\d+), \d+, \d+, (\d+), (\d+),',
                               stmt.read_text(errors="replace"))
-        # a work-group per row, 512 / 32 chunks scanned by a work-item each, then a work-item per stored point
-        assert launches == [(str(rows), "32", "16")], launches
+        # a work-group per row: the chunks (a work-item each) on its second dim, a chunk's points on its first
+        # (as many as the work-group's limit allows); every stage on the same two dims (the chunk totals' steps on
+        # the first took 63 x 63 work-items for rows of 2000, past CUDA's 1024)
+        chunk = min(halide_xpu.config.scan_chunk, n)
+        count = -(-n // chunk)
+        lanes = chunk
+        while lanes > 1 and lanes * count > 1024:
+            lanes //= 2
+        assert launches == [(str(rows), str(lanes), str(count))], launches

@@ -53,6 +53,15 @@ def scan_rows(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
 CHUNKS_LOCAL_MAX = 32768  # bytes of a row's chunk scans held in a work-group's local memory (scan_chunks)
 
 
+def _chunks_on_second_dim(rec: Recorder, stage: Any, label: str, c: hl.Var) -> None:
+    """``stage`` a work-item per chunk ``c`` on the work-group's second dim, as the stages that also spread a chunk's
+    points (on the first dim, the work-group took chunks x max(chunks, lanes) work-items: 63 x 63 for rows of 2000,
+    past CUDA's 1024)."""
+    one = hl.Var(f"{c.name()}_one")
+    rec(stage, label, "split", c, c, one, 1, GUARD)
+    rec(stage, label, "gpu_threads", one, c)
+
+
 def scan_chunks(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     """GPU, a chunked scan (pairs ``X_loc`` / ``X_pre`` of halide_xpu/scan.py): one kernel, a work-group per row (one
     for a single row: it had one work-item scan all of it, 7.0 us against Triton's 0.9 on the H200) and a work-item
@@ -123,11 +132,20 @@ def scan_chunks(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
         # chunks innermost in local memory: each of a chunk's serial steps has the work-items (one chunk each) touch
         # adjacent words (chunk-length strides put them all in one bank)
         rec(loc, loc.name(), "reorder_storage", c, j, *loc.args()[2:])
-        rec(loc, loc.name(), "gpu_threads", c)
-        rec(loc.update(0), f"{loc.name()}.update(0)", "gpu_threads", c)
+        # the chunk's points loaded by the whole work-group (adjacent work-items adjacent points, as the outputs
+        # store them): one work-item per chunk loading its points in a loop had each load wait for the one before
+        if lanes < chunk:
+            jo, ji = hl.Var(f"{loc.name()}_jo"), hl.Var(f"{loc.name()}_ji")
+            rec(loc, loc.name(), "split", j, jo, ji, lanes, GUARD)
+            rec(loc, loc.name(), "reorder", jo, ji, c, *loc.args()[2:])
+            rec(loc, loc.name(), "unroll", jo)
+            j = ji
+        rec(loc, loc.name(), "gpu_threads", j, c)
+        j, c = loc.args()[:2]
+        _chunks_on_second_dim(rec, loc.update(0), f"{loc.name()}.update(0)", c)
         rec(loc.update(0), f"{loc.name()}.update(0)", "unroll", loc.rvars(0)[0])  # the chunk's loads in flight
         for step in own + [pre]:
             rec(step, step.name(), "compute_at", anchor, block)  # each step a loop over the chunks, a barrier after
-            rec(step, step.name(), "gpu_threads", step.args()[0])
+            _chunks_on_second_dim(rec, step, step.name(), step.args()[0])
         if pre.has_update_definition():  # older sources: a serial walk over the chunk totals, on one work-item
             rec(pre.update(0), f"{pre.name()}.update(0)", "unscheduled")
