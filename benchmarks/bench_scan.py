@@ -56,6 +56,12 @@ def device_us(fn: Callable[[], Any], reps: int) -> tuple[float, list[str]]:
     return sum(e.self_device_time_total for e in events) / reps, sorted(e.key[:60] for e in events)
 
 
+def reference(fn: Callable[..., Any], inputs: tuple) -> Any:
+    """Eager ``fn`` with 16-bit float inputs computed in float64 (eager's bfloat16 scan rounds every step)."""
+    wide = tuple(t.double() if t.dtype in (torch.bfloat16, torch.float16) else t for t in inputs)
+    return fn(*wide)
+
+
 def run(name: str, fn: Callable[..., Any], inputs: tuple, backend: str, chunk: int, reps: int) -> dict[str, Any]:
     torch._dynamo.reset()
     stats.reset()
@@ -65,9 +71,11 @@ def run(name: str, fn: Callable[..., Any], inputs: tuple, backend: str, chunk: i
     row: dict[str, Any] = {}
     try:
         compiled = torch.compile(fn)
-        got, want = compiled(*inputs), fn(*inputs)
+        got, want = compiled(*inputs), reference(fn, inputs)
         for a, b in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
-            torch.testing.assert_close(a, b, rtol=2e-2 if a.dtype == torch.bfloat16 else 1e-4, atol=1e-3)
+            low = a.dtype in (torch.bfloat16, torch.float16)  # one rounding of a float32 running sum per element
+            atol = 1e-2 * float(b.abs().max()) if low else 1e-3
+            torch.testing.assert_close(a, b.to(a.dtype), rtol=2e-2 if low else 1e-4, atol=atol)
         row["us"], row["kernels"] = device_us(lambda: compiled(*inputs), reps)
         row["call_us"] = gpu_us(lambda: compiled(*inputs))
         row["ours"] = stats.counters["kernels_generated"] if backend != "triton" else None

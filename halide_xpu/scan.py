@@ -7,6 +7,7 @@ each row's update in order. Few rows of static length take the chunked form (``_
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Callable
 
 import sympy
@@ -144,6 +145,19 @@ def _results(kernel: Any, acc: HalideCSEVariable, dtypes: tuple[torch.dtype, ...
     return tuple(results)
 
 
+def _stored_types(types: list[str]) -> list[str]:
+    """The types a chunked scan's Funcs hold its values in: ``types`` (Halide type texts), or all 64-bit where their
+    widths differ (cummax's float32 values beside int64 indices), since a GPU work-group's local memory holds one
+    width (schedule/scan.py refuses mixed widths). Each element round-trips exactly (float32 -> float64 -> float32);
+    every combine computes in the scan's own types."""
+    parsed = [re.fullmatch(r"hl\.(Float|Int|UInt|Bool)\((\d*)\)", t) for t in types]
+    bits = {int(m.group(2) or 1) if m else 0 for m in parsed}
+    if len(bits) <= 1 or any(m is None for m in parsed):
+        return types
+    wide = {"Float": "hl.Float(64)", "Int": "hl.Int(64)", "UInt": "hl.UInt(64)", "Bool": "hl.UInt(64)"}
+    return [wide[m.group(1)] for m in parsed]
+
+
 def _chunked(kernel: Any, acc: HalideCSEVariable, axis: Any, n: int, dtypes: tuple[torch.dtype, ...],
              spread: list[HalideCSEVariable], combine_fn: Callable[[tuple, tuple], tuple]) -> None:
     """``acc`` as a chunked scan of rows of ``n`` elements: ``loc`` scans each ``config.scan_chunk``-long piece (rows
@@ -164,15 +178,19 @@ def _chunked(kernel: Any, acc: HalideCSEVariable, axis: Any, n: int, dtypes: tup
         args = [str(d) for d in dims[:k]] + inner + [str(d) for d in dims[k + 1:]]
         return f"{func}[{', '.join(args)}]{sub}"
 
-    def elems(func: str, inner: list[str]) -> tuple[str, ...]:
-        return tuple(at(func, inner, f"[{i}]" if several else "") for i in range(len(spread)))
+    types = [_acc_type(d) for d in dtypes]
+    stored = _stored_types(types)
 
-    def pack(parts: Any) -> str:
-        return _pack(parts, several)
+    def elems(func: str, inner: list[str]) -> tuple[str, ...]:  # a chunk Func's elements, in the scan's types
+        refs = [at(func, inner, f"[{i}]" if several else "") for i in range(len(spread))]
+        return tuple(r if s == t else f"hl.cast({t}, {r})" for r, s, t in zip(refs, stored, types))
+
+    def pack(parts: Any) -> str:  # a chunk Func's value
+        return _pack([p if s == t else f"hl.cast({s}, {p})" for p, s, t in zip(parts, stored, types)], several)
 
     def value_at(index: str) -> list[str]:  # the elements at ``index`` (a Python name bound to an Expr)
         where = {axis: sympy_index_symbol(index)}
-        return [f"hl.cast({_acc_type(d)}, {v.subs_str(where)})" for d, v in zip(dtypes, spread)]
+        return [f"hl.cast({t}, {v.subs_str(where)})" for t, v in zip(types, spread)]
 
     def combined(left: tuple[str, ...], right: tuple[str, ...]) -> list[str]:
         return _combine(kernel, combine_fn, left, right)
@@ -203,5 +221,5 @@ def _chunked(kernel: Any, acc: HalideCSEVariable, axis: Any, n: int, dtypes: tup
     a = str(axis)
     own = elems(loc, [f"{a} % {L}", f"{a} / {L}"])
     both = combined(elems(pre, [f"hl.max({a} / {L} - 1, 0)"]), own)
-    w(f"{acc} = {pack([f'hl.select({a} < {L}, {o}, {b})' for o, b in zip(own, both)])}")
+    w(f"{acc} = {_pack([f'hl.select({a} < {L}, {o}, {b})' for o, b in zip(own, both)], several)}")
     kernel.scan_funcs += [loc, *names]

@@ -25,8 +25,9 @@ def default_params(gpu: bool, vector_width: int) -> dict[str, int]:
     a transcendental, ``rows_shape``), ``fused_strided`` (outputs sharing a loop nest with strided lanes, ``gpu_fused``)."""
     if gpu:  # tile: transposes in 64x64 local-memory tiles (H100: 1.15x Triton vs 1.22x with 32x32)
         # strided_lanes: H100 sweep (benchmarks/results/NVIDIA_H100_80GB_HBM3/sweep_bf16.md), 16 vs 4 lanes: bf16 gelu
-        # 0.78 -> 0.49x Triton, a pad of bf16 logits 1.77 -> 1.64x, a bf16 scale 0.95 -> 0.96x
-        return {"vector": 4, "wg": 256, "tile": 64, "unroll_tile": 1, "unroll": 1, "strided": 1, "strided_lanes": 16,
+        # 0.78 -> 0.49x Triton, a pad of bf16 logits 1.77 -> 1.64x, a bf16 scale 0.95 -> 0.96x; 0: by the inputs
+        # (strided_lanes_for)
+        return {"vector": 4, "wg": 256, "tile": 64, "unroll_tile": 1, "unroll": 1, "strided": 1, "strided_lanes": 0,
                 "stage_lanes": 1, "staged_lanes": 8, "scalar_hoist": 1, "pairs": 1, "hoist_rows": 4, "trig_vector": 1, "fused_strided": 0}
     return {"vector": vector_width, "tasks_per_core": 4, "min_chunk": 4096}
 
@@ -75,7 +76,7 @@ def schedule_output(rec: Recorder, plan: Plan, out: hl.Func, spec: ScheduleSpec)
     fused = fuse_all(rec, out, args, label) if len(args) > 1 else args[0]
     if plan.caps.gpu:
         return _gpu(rec, out, label, fused, n, spec if plan.gpu_vectors else spec.with_params(vector=1),
-                    units=plan.caps.parallelism)
+                    units=plan.caps.parallelism, inputs=input_buffers(plan))
     return _host(rec, out, label, fused, n, spec, plan.caps.parallelism, plan.tail)
 
 
@@ -337,8 +338,15 @@ def _gpu_tiled(rec: Recorder, out: hl.Func, label: str, args: list[hl.Var], y: h
     return block
 
 
+def strided_lanes_for(inputs: int) -> int:
+    """Default strided lanes of a kernel reading ``inputs`` buffers: 16, or 4 from three buffers on (each lane's
+    loads in registers until its store; H200 tuning of GPT-2's backward cat of q/k/v gradients, three bf16
+    inputs: 16.3 us at 16 lanes, 12.5 at 4; kernels of one or two inputs kept 16)."""
+    return 4 if inputs >= 3 else 16
+
+
 def _gpu(rec: Recorder, out: hl.Func, label: str, x: hl.Var, n: Optional[int], spec: ScheduleSpec,
-         prefix: Optional[str] = None, units: int = 0) -> hl.Var:
+         prefix: Optional[str] = None, units: int = 0, inputs: int = 1) -> hl.Var:
     """``prefix`` names the loop Vars (default ``label``): outputs fused with ``compute_with`` share the names.
     Where lanes are unrolled instead of vectorized (``Recorder.unroll_lanes``: CUDA with narrow types), a
     work-item's ``strided_lanes`` lanes are ``wg`` points apart, not adjacent: each load and store instruction of a
@@ -350,7 +358,7 @@ def _gpu(rec: Recorder, out: hl.Func, label: str, x: hl.Var, n: Optional[int], s
     name = prefix or label
     strided = rec.unroll_lanes and spec.get("strided", 1) and vec > 1
     if strided:
-        vec = spec.get("strided_lanes", 16)
+        vec = spec.get("strided_lanes", 0) or strided_lanes_for(inputs)
         while n is not None and vec > 1 and n < vec * wg * max(1, MIN_WAVES * units):  # a guarded tail: any n
             vec //= 2
         if vec > 1:
@@ -420,6 +428,11 @@ def _gpu_staged(rec: Recorder, out: hl.Func, label: str, x: hl.Var, n: int, inpu
     return True
 
 
+def input_buffers(plan: Plan) -> int:
+    """The buffers a kernel reads (not its 0-d inputs)."""
+    return sum(1 for a in plan.meta.args if a.kind == "in" and a.shape)
+
+
 def fusable_outputs(plan: Plan) -> bool:
     """Whether every output is pure and spans the same static domain: they can share one GPU loop nest."""
     outs = plan.outputs()
@@ -458,6 +471,6 @@ def gpu_fused(rec: Recorder, plan: Plan, funcs: list[hl.Func], n: int, spec: Sch
     for f in funcs:
         args = list(f.args())
         x = fuse_all(rec, f, args, f.name(), prefix) if len(args) > 1 else args[0]
-        _gpu(rec, f, f.name(), x, n, gspec, prefix=prefix)
+        _gpu(rec, f, f.name(), x, n, gspec, prefix=prefix, inputs=input_buffers(plan))
     for before, f in zip(funcs, funcs[1:]):
         rec(f, f.name(), "compute_with", before, hl.Var(f"{prefix}_wi"))

@@ -101,6 +101,8 @@ def scan_chunks(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     anchor = outs[0]
     block, oj = hl.Var("scan_row"), hl.Var("scan_oj")
     count = -(-length // chunk)  # chunks per row
+    if count > plan.caps.max_work_group:  # a work-item per chunk in one work-group
+        raise NotApplicable(f"{count} chunks per row, past the work-group's {plan.caps.max_work_group} work-items")
     lanes = chunk  # the chunk's points across work-items too (adjacent work-items store adjacent points): at most
     while lanes > 1 and lanes * count > plan.caps.max_work_group:  # the work-group's limit, the rest of the chunk
         lanes //= 2  # a serial loop inside each work-item
