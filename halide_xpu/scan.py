@@ -158,6 +158,19 @@ def _stored_types(types: list[str]) -> list[str]:
     return [wide[m.group(1)] for m in parsed]
 
 
+MAX_CHUNKS = 1024  # chunks of a row: a work-item each in one work-group (CUDA's limit; schedule/scan.py checks the
+# device's own)
+
+
+def chunk_length(n: int) -> int:
+    """Elements of a row of ``n`` one work-item scans serially in the chunked form: ``config.scan_chunk``, doubled
+    until the row has at most MAX_CHUNKS chunks."""
+    length = min(config.scan_chunk, n)
+    while -(-n // length) > MAX_CHUNKS:
+        length *= 2
+    return length
+
+
 def _chunked(kernel: Any, acc: HalideCSEVariable, axis: Any, n: int, dtypes: tuple[torch.dtype, ...],
              spread: list[HalideCSEVariable], combine_fn: Callable[[tuple, tuple], tuple]) -> None:
     """``acc`` as a chunked scan of rows of ``n`` elements: ``loc`` scans each ``config.scan_chunk``-long piece (rows
@@ -166,7 +179,7 @@ def _chunked(kernel: Any, acc: HalideCSEVariable, axis: Any, n: int, dtypes: tup
     with a work-group barrier between steps), and ``acc`` combines every element with the total of the chunks before
     its own (the combine is associative: the order of the operands is kept, so cummax's ties still pick the later
     index)."""
-    L = min(config.scan_chunk, n)
+    L = chunk_length(n)
     count = -(-n // L)
     name = acc.name
     loc, pre, j, c = f"{name}_loc", f"{name}_pre", f"{name}_j", f"{name}_c"

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import halide_xpu
+from halide_xpu import scan
 from conftest import compile_and_check, eager_in_float64
 
 
@@ -188,7 +189,7 @@ def test_chunked_scan_is_one_cuda_kernel(target: str, chunked: None, tmp_path, m
         # a work-group per row: the chunks (a work-item each) on its second dim, a chunk's points on its first
         # (as many as the work-group's limit allows); every stage on the same two dims (the chunk totals' steps on
         # the first took 63 x 63 work-items for rows of 2000, past CUDA's 1024)
-        chunk = min(halide_xpu.config.scan_chunk, n)
+        chunk = scan.chunk_length(n)
         count = -(-n // chunk)
         lanes = chunk
         while lanes > 1 and lanes * count > 1024:
