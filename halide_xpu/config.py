@@ -137,9 +137,10 @@ _KNOBS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     # devices (tests: the OpenCL CPU device runs the GPU schedules), "off": one work-item per row everywhere
     "scan_chunks": (_choice("scan_chunks", SCAN_MODES), "gpu"),
     # elements of a row one work-item scans serially in the chunked form (the chunk totals then combine in
-    # log2(row / scan_chunk) steps across the work-group); 4 beat 8, 16 and 32 on every scan of
-    # benchmarks/bench_scan.py on the H200 (HF Llama's position ids, 8 x 512: 1.62, 1.77, 2.15, 2.36 us; Triton 1.07)
-    "scan_chunk": (_positive_int, 4),
+    # log2(row / scan_chunk) steps across the work-group); on the H200 (benchmarks/bench_scan.py) 2 and 4 beat 8, 16
+    # and 32 on every scan (HF Llama's position ids, 8 x 512: 1.60, 1.62, 1.77, 2.15, 2.36 us; Triton 1.06) and 2
+    # beat 4 on longer rows (cumsum of 64 x 2000 float32: 2.19 vs 2.49 us, Triton 1.58)
+    "scan_chunk": (_positive_int, 2),
     # GPU targets: the pointwise kernels of a foreach/combo node (an optimizer step) in one launch (combo.py)
     "combo_kernels": (_bool, True),
     # vectors each work-item of a combo kernel stores per output (combo.merge; benchmarks/bench_combo.py measures)
