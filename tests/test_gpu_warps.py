@@ -51,6 +51,11 @@ CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple]]] = {
     "log_softmax_20": (lambda x: torch.log_softmax(x * 2, -1), lambda: (torch.randn(50, 20),)),
     "norm_backward": (_norm_backward, lambda: (torch.randn(32, 384), torch.randn(384), torch.randn(32, 384))),
     "argmax_rows": (lambda x: x.argmax(-1), lambda: (torch.randn(40, 300),)),
+    # bf16 rows read as words whose length 64 does not divide (the staged rows' tails: see
+    # test_staged_word_rows_keep_every_piece)
+    "softmax_70_bf16": (lambda x: torch.softmax(x, -1), lambda: (torch.randn(33, 70).bfloat16(),)),
+    "layer_norm_32_bf16": (lambda x, w: torch.nn.functional.layer_norm(x, (32,), w),
+                           lambda: (torch.randn(48, 32).bfloat16(), torch.randn(32).bfloat16())),
 }
 
 
@@ -228,3 +233,29 @@ def test_warp_form_lowered_once_in_a_build(monkeypatch, tmp_path):
             raise
         built = "fused_warps"
     assert built == "fused_warps" and len(calls) == 1 and any("conceptual_stmt" in c for c in calls[0]), calls
+
+
+@pytest.mark.parametrize("n", [32, 70, 100, 128])
+def test_staged_word_rows_keep_every_piece(n, monkeypatch, tmp_path):
+    """A bf16 row staged in registers as words (lane l holds elements 2l, 2l + 1 of each 64) keeps two registers a
+    lane for every piece of 64, also for rows 64 does not divide: Halide's warp-shuffle lowering sized the staged
+    row by its length alone (70 elements: three registers a lane for four values) and dropped what did not fit,
+    so the H200 gave garbage for elements 64-69 of a softmax over rows of 70 and for the odd elements of a
+    LayerNorm over 32 (the tiny GPT's bf16 training step: loss 4.16 for 18.56)."""
+    import halide as hl
+
+    monkeypatch.setattr(halide_xpu.config, "schedule_overrides", {"warp_rows": 4})
+    stmts: list[str] = []
+
+    def keep(p, a, t):
+        p.compile_to({hl.OutputFileType.conceptual_stmt: str(tmp_path / "k.stmt")}, a, "k", t)
+        stmts.append((tmp_path / "k.stmt").read_text(errors="replace"))
+
+    twins = _cuda_twins(lambda x: torch.softmax(x, -1), (torch.randn(33, n).bfloat16(),), monkeypatch, tmp_path, keep)
+    (meta, _, lines, variant), stmt = next((t, c) for t, c in zip(twins, stmts) if t[0].schedule.family == "reduction")
+    assert variant == "fused_warps", lines
+    # Func names take a `$k` suffix when the process has built others
+    staged = {m.group(1) for line in lines if (m := re.match(r"(tmp\d+)\.unroll\(\1_x_p\)", line))}
+    sizes = {name: int(k) for name, k in re.findall(r"allocate (tmp\d+)(?:\$\d+)?\.\d+\[float32 \* (\d+)\]", stmt)}
+    assert staged and staged <= set(sizes), (staged, sizes)
+    assert all(sizes[name] == 2 * -(-n // 64) for name in staged), (n, sizes)

@@ -66,8 +66,14 @@ def gpu_fused_warps(rec: Recorder, plan: Plan, spec: ScheduleSpec) -> None:
     staged = _staged(plan, spec, ext) if in_row else []
     for f in staged:
         rec(f, f.name(), "compute_at", o, ri)
-        _lanes_along(rec, f, f.name(), next(v for v in f.args() if plan.is_reduction_var(v)), f"{f.name()}_x",
-                     [v for v in f.args() if not plan.is_reduction_var(v)], ext, pair)
+        x = next(v for v in f.args() if plan.is_reduction_var(v))
+        _lanes_along(rec, f, f.name(), x, f"{f.name()}_x", [v for v in f.args() if not plan.is_reduction_var(v)], ext,
+                     pair)
+        if pair and ext % (2 * WARP):
+            # a whole number of 64-element pieces in each lane's registers: Halide's warp-shuffle lowering gave a
+            # staged row of 70 bf16 three registers a lane and dropped the tail piece (elements 64-69) with every
+            # load, compute and store of it (H200: softmax of 33 x 70 bf16, 200 of 2310 results garbage)
+            rec(f, f.name(), "align_storage", x, 2 * WARP)
     # folds only: 0-d constants (a row's length) and pure per-row results (Welford's mean: shift + sum / n) are
     # inlined where read (given a lane-0 branch, their shuffles of a fold stored in the branch before stayed in it)
     reductions = [f for f in plan.reductions() if f.args() and f.has_update_definition()]
