@@ -1,0 +1,117 @@
+"""Row reductions at the widths models and OpInfo give (1, odd, one past a warp or a 64-element word piece, longer
+than a warp's registers, vocabulary-wide), forward and backward, against float64 eager: every schedule form
+(warp rows, work-group rows, bf16 words) has a tail of its own. On CUDA the whole sweep runs; on the CPU targets a
+few widths (the GPU schedules through the OpenCL CPU device)."""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import halide_xpu
+from conftest import KERNEL_CALL, compile_and_check, on_target
+
+CUDA_WIDTHS = [1, 2, 3, 17, 31, 32, 33, 63, 64, 65, 70, 96, 100, 127, 129, 255, 257, 384, 500, 768, 1000, 1023,
+               1025, 2047, 2048, 2049, 3000, 5000]
+CPU_WIDTHS = [33, 70]
+# the CUDA-only widths are listed (and skipped on the CPU targets) only where a CUDA device exists
+WIDTHS = sorted(set(CUDA_WIDTHS) | set(CPU_WIDTHS)) if torch.cuda.is_available() else CPU_WIDTHS
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+# garbage (a dropped piece, a wrong lane) is off by O(1); rounding and summation order stay well inside
+TOLERANCE = {torch.float32: (1e-4, 1e-4), torch.bfloat16: (3e-2, 3e-2), torch.float16: (4e-3, 4e-3)}
+
+
+def _widths(target: str) -> list[int]:
+    return CUDA_WIDTHS if target == "cuda" else CPU_WIDTHS
+
+
+def _rows_forward(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The row reductions of a transformer's forward graph, each its own output."""
+    xf = x.float()
+    rms = (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype) * w
+    var, mean = torch.var_mean(xf, -1)
+    return (torch.softmax(x, -1), torch.log_softmax(x, -1), F.layer_norm(x, x.shape[-1:], w), rms,
+            x.sum(-1), x.amax(-1), x.argmax(-1), var, mean)
+
+
+def _reference(fn: Any, *args: torch.Tensor) -> Any:
+    """``fn`` in float64, each output cast to the dtype eager gives it."""
+    dtypes = [o.dtype for o in fn(*args)]
+    out = fn(*[a.double() if a.is_floating_point() else a for a in args])
+    return tuple(o.to(d) for o, d in zip(out, dtypes))
+
+
+def _inputs(rows: int, n: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    torch.manual_seed(n)
+    # low precision gives ties at a row's max: argmax must return the first, as eager does
+    x = (torch.randn(rows, n) * 3).to(dtype)
+    return x, (1 + torch.randn(n) / 4).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("width", WIDTHS)
+def test_row_reductions_forward(target: str, width: int, dtype: str) -> None:
+    if width not in _widths(target):
+        pytest.skip("this width runs on CUDA only (CPU targets: CPU_WIDTHS)")
+    dt = DTYPES[dtype]
+    x, w = _inputs(33, width, dt)
+    atol, rtol = TOLERANCE[dt]
+    compile_and_check(_rows_forward, x, w, atol=atol, rtol=rtol,
+                      reference=lambda *a: _reference(_rows_forward, *a))
+
+
+class _Head(torch.nn.Module):
+    """LayerNorm, then a softmax over the row and a label-smoothed cross entropy over it as logits: the backward
+    graph's row reductions (LayerNorm's two row sums, softmax's and the loss's) at the same width."""
+
+    def __init__(self, n: int, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(n, dtype=dtype)
+        self.scale = torch.nn.Parameter(torch.linspace(0.5, 1.5, n, dtype=dtype))
+
+    def forward(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        h = self.norm(x) * self.scale
+        p = torch.softmax(h * 0.5, -1)
+        loss = F.cross_entropy(h.float(), target, label_smoothing=0.1)
+        return loss + (p.float() * p.float()).sum()
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("width", WIDTHS)
+def test_row_reductions_backward(target: str, width: int, dtype: str) -> None:
+    if width not in _widths(target):
+        pytest.skip("this width runs on CUDA only (CPU targets: CPU_WIDTHS)")
+    dt = DTYPES[dtype]
+    x, _ = _inputs(24, width, dt)
+    labels = torch.randint(0, width, (24,))
+    torch.manual_seed(1)
+    ref = _Head(width, torch.float64)
+    ours = _Head(width, dt)
+    ours.load_state_dict({k: v.to(dt) for k, v in ref.state_dict().items()})
+    for m in (ref, ours):
+        for t in m.parameters():
+            t.data = on_target(t.data)
+    x, labels = on_target((x, labels))
+    xr = x.double().requires_grad_()
+    ref(xr, labels).backward()
+    xo = x.clone().requires_grad_()
+    halide_xpu.stats.reset()
+    torch._dynamo.reset()
+    from torch._inductor.utils import run_and_get_code
+
+    loss, codes = run_and_get_code(lambda: torch.compile(ours)(xo, labels))
+    (_, bw_codes) = run_and_get_code(lambda: loss.backward())
+    assert any(KERNEL_CALL.search(c) for c in codes + bw_codes), "halide_xpu generated no kernel"
+    assert not halide_xpu.stats.fallbacks, halide_xpu.stats.fallbacks
+    atol, rtol = TOLERANCE[dt]
+    scale = max(1.0, float(ref(xr.detach(), labels).abs()))
+    torch.testing.assert_close(loss.double(), ref(xr.detach(), labels).double(), atol=atol * scale, rtol=rtol)
+    pairs = [("x", xo.grad, xr.grad)] + [(n, p.grad, dict(ref.named_parameters())[n].grad)
+                                          for n, p in ours.named_parameters()]
+    for name, got, want in pairs:
+        assert got is not None and torch.isfinite(got).all(), name
+        # gradients relative to their own scale: a bf16 gradient is as good as its largest element allows
+        tol = atol * max(1e-3, float(want.abs().max()))
+        torch.testing.assert_close(got.double(), want, atol=tol, rtol=rtol, msg=lambda m: f"grad {name}: {m}")
