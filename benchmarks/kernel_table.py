@@ -19,34 +19,51 @@ import torch
 _DEF = re.compile(r"^(\w+) = (async_compile\.triton\(|halide_xpu_load\(async_compile, (KernelMeta\(.*?\)), ''')",
                   re.M)
 _NODES = re.compile(r"Topologically Sorted Source Nodes: \[([^\]]*)\]")
+# a call site: the node comment Inductor writes before a kernel's call, then the call (``k.run(`` for Triton)
+_CALL = re.compile(r"^[ \t]*# Topologically Sorted Source Nodes: \[([^\]]*)\].*\n[ \t]*(\w+)(?:\.run)?\(", re.M)
+
+
+def _group(nodes: str) -> tuple[str, ...]:
+    return tuple(n.strip() for n in nodes.split(",") if n.strip())
+
+
+def call_groups(code: str) -> dict[str, list[tuple[str, ...]]]:
+    """{kernel variable: the node group of each of its call sites} in one graph's wrapper code."""
+    calls: dict[str, list[tuple[str, ...]]] = {}
+    for m in _CALL.finditer(code):
+        calls.setdefault(m.group(2), []).append(_group(m.group(1)))
+    return calls
 
 
 def kernel_groups(codes: list[str]) -> dict[str, dict[str, Any]]:
     """{profiler key: {"nodes": first node group, "graph": index of its graph's code, "defs": definitions, "groups":
-    the node group of each definition}} for every kernel defined in ``codes``. Triton kernels are keyed by name; ours
-    by ``hx:<cache key[:12]>`` (computed from the metadata and source), so one kernel of ours that two graphs define
-    (GPT-2's transposed-weight copy, in the forward and the backward graph) is one key with two groups."""
+    the node group of each call site (of each definition where the wrapper names no call sites)}} for every kernel
+    defined in ``codes``. Triton kernels are keyed by name; ours by ``hx:<cache key[:12]>`` (computed from the
+    metadata and source), so one kernel of ours that two graphs define (GPT-2's transposed-weight copy, in the
+    forward and the backward graph) is one key with two groups; one definition called for several node groups
+    (GPT-2's identical residual LayerNorms, where Triton's sources differ) has a group per call."""
     from halide_xpu import compiler
     from halide_xpu.meta import ArgSpec, KernelMeta, LoopVar, ScheduleSpec
 
     names = {"KernelMeta": KernelMeta, "ArgSpec": ArgSpec, "LoopVar": LoopVar, "ScheduleSpec": ScheduleSpec}
     found: dict[str, dict[str, Any]] = {}
     for graph, code in enumerate(codes):
+        calls = call_groups(code)
         for m in _DEF.finditer(code):
             comments = code[max(0, code.rfind("\n\n", 0, m.start())):m.start()]
             nodes = _NODES.findall(comments)
             if not nodes:
                 continue
-            key = m.group(1)
+            key = var = m.group(1)
             if m.group(3):  # ours: the launcher's cache key, as the profiler range names it
                 end = code.index("''')", m.end())
                 meta = eval(m.group(3), names)  # noqa: S307 - our own generated repr
                 source = ast.literal_eval(code[m.end() - 3:end + 3])  # the string the launcher got
                 key = "hx:" + compiler.kernel_key(meta, source)[:12]
-            group = tuple(n.strip() for n in nodes[0].split(",") if n.strip())
+            group = _group(nodes[0])
             entry = found.setdefault(key, {"nodes": group, "graph": graph, "defs": 0, "groups": []})
             entry["defs"] += 1
-            entry["groups"].append(group)
+            entry["groups"].extend(calls.get(var) or [group])
     return found
 
 

@@ -172,9 +172,20 @@ class HalideXpuScheduling(HalideScheduling):
                                                     per_item=config.combo_per_item)
             node_schedule = [n for part in group for n in by_part[id(part)][0]]
             name = self._define(src_code, meta, node_schedule)
+            self.codegen_comment(node_schedule, name)
             emit_call(name, list(call_args), lambda meta=meta: meta)
             stats.counters["combo_kernels"] += 1
             stats.counters["combo_parts"] += len(group)
+
+    def codegen_comment(self, node_schedule: Any, kernel_name: Optional[str] = None) -> None:
+        """Each call site names the FX nodes its kernel computes, as Triton's do: a kernel that several node groups
+        share (GPT-2's identical residual LayerNorms, one definition) shows every group where it is called, so
+        per-kernel tables pair each call with the other backend's (``benchmarks/kernel_table.py``)."""
+        if kernel_name and not kernel_name.startswith(COMBO_PART):
+            origins, _ = get_kernel_metadata(node_schedule, V.graph.wrapper_code)
+            if origins:
+                V.graph.wrapper_code.make_comment(origins)
+        super().codegen_comment(node_schedule, kernel_name)
 
     def free_buffers_in_scheduler(self) -> None:
         if not self._combo_depth:

@@ -91,3 +91,29 @@ def test_kernel_table_splits_a_kernel_two_graphs_define() -> None:
     assert set(rows) == {("logits",), ("permute_9",)} and not table["unpaired"]
     assert rows[("logits",)]["ours_us"] == 40.0 and rows[("logits",)]["launches"] == 1
     assert rows[("permute_9",)]["triton_us"] == 35.0 and rows[("permute_9",)]["base_launches"] == 1
+
+
+def test_kernel_table_pairs_each_call_site() -> None:
+    """One definition of ours called for three node groups (GPT-2's identical residual LayerNorms, deduplicated) is
+    paired call by call with Triton, whose third kernel's source differs (another definition): each group one
+    launch a side, not ours' three launches against Triton's two (1.66x) and a Triton kernel left unpaired."""
+    sys.path.insert(0, str(BENCH.parent))
+    import kernel_table
+
+    def call(name: str, nodes: str, run: str = "") -> str:
+        return f"        # Topologically Sorted Source Nodes: [{nodes}], Original ATen: [aten.add]\n        {name}{run}(buf0)\n"
+
+    head = "\n\n# Topologically Sorted Source Nodes: [{}]\n{} = async_compile.triton('x')\n"
+    triton_code = (head.format("x_3", "triton_ln_7") + head.format("x_11", "triton_ln_8") + "def call(args):\n"
+                   + call("triton_ln_7", "x_3", ".run") + call("triton_ln_7", "x_7", ".run")
+                   + call("triton_ln_8", "x_11", ".run"))
+    ours_code = head.format("x_3", "ours_ln") + "def call(args):\n" + "".join(
+        call("ours_ln", n) for n in ("x_3", "x_7", "x_11"))
+    groups = kernel_table.kernel_groups([ours_code])
+    assert groups["ours_ln"]["groups"] == [("x_3",), ("x_7",), ("x_11",)]
+    table = kernel_table.compare(([triton_code], {"triton_ln_7": [14.0, 2, ""], "triton_ln_8": [7.3, 1, ""]}),
+                                 ([ours_code], {"ours_ln": [23.4, 3, "fused_warps"]}))
+    rows = {r["nodes"][0]: r for r in table["rows"]}
+    assert set(rows) == {"x_3", "x_7", "x_11"} and not table["unpaired"]
+    assert all(r["launches"] == 1 and r["base_launches"] == 1 for r in rows.values())
+    assert rows["x_11"]["triton_us"] == 7.3 and rows["x_3"]["triton_us"] == 7.0 and rows["x_7"]["ours_us"] == 7.8
