@@ -240,3 +240,22 @@ def test_opencl_kernel_the_device_compiler_refuses_runs_on_the_host(monkeypatch:
         out = torch.compile(lambda t: (t.sin() * 3).sum(1) + 0.123)(x)
     torch.testing.assert_close(out, (x.sin() * 3).sum(1) + 0.123)
     assert stats.counters["opencl_host_fallbacks"] >= 1 and "built for the host instead" in caplog.text
+
+
+def test_call_sites_name_their_node_groups(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each call of a kernel is preceded by the node group it computes, also where one definition serves several
+    groups (identical code, deduplicated): what per-kernel tables pair with Triton's calls."""
+    monkeypatch.setattr(config, "cpu_target", "host")
+    monkeypatch.setattr(torch._inductor.config, "cpu_backend", "halide_xpu")
+    torch._dynamo.reset()
+
+    def f(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a = torch.relu(x) + 1
+        b = torch.mm(a, y)  # an extern kernel between two identical pointwise kernels
+        return a, torch.relu(b) + 1
+
+    code = compile_and_check(f, torch.randn(16, 16), torch.randn(16, 16))
+    import re
+
+    calls = re.findall(r"# Topologically Sorted Source Nodes: \[([^\]]*)\].*\n\s*(halide_xpu_kernel_\d+)\(", code)
+    assert len(calls) == 2 and calls[0][1] == calls[1][1] and calls[0][0] != calls[1][0], calls
