@@ -13,7 +13,7 @@ import torch.nn.functional as F
 import halide_xpu
 from conftest import KERNEL_CALL, compile_and_check, on_target
 
-CUDA_WIDTHS = [1, 2, 3, 17, 31, 32, 33, 63, 64, 65, 70, 96, 100, 127, 129, 255, 257, 384, 500, 768, 1000, 1023,
+CUDA_WIDTHS = [1, 2, 3, 17, 31, 32, 33, 34, 63, 64, 65, 70, 96, 100, 127, 129, 130, 255, 257, 384, 500, 768, 1000, 1023,
                1025, 2047, 2048, 2049, 3000, 5000]
 CPU_WIDTHS = [33, 70]
 # the CUDA-only widths are listed (and skipped on the CPU targets) only where a CUDA device exists
