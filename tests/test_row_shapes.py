@@ -123,3 +123,42 @@ def test_row_reductions_backward(target: str, width: int, dtype: str) -> None:
         err = float((got.grad.double() - want.grad).abs().max()) / max(1e-3, float(want.grad.abs().max()))
         eager_err = float((low.grad.double() - want.grad).abs().max()) / max(1e-3, float(want.grad.abs().max()))
         assert err <= atol or (dt != torch.float32 and err <= 2 * eager_err + atol), (name, err, eager_err)
+
+
+def _columns(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Reductions over the rows (a bias or norm weight's gradient, batch statistics): the kept dim is contiguous."""
+    xf = x.float()
+    var, mean = torch.var_mean(xf, 0)
+    return x.sum(0), x.amax(0), x.argmin(0), var, mean, (xf * xf).sum(0).to(x.dtype)
+
+
+def _scans(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Prefix scans along the row (position ids, cumulative log-probabilities)."""
+    values, indices = torch.cummax(x, -1)
+    return torch.cumsum(x.float(), -1), torch.logcumsumexp(x.float() / 4, -1), values, indices
+
+
+# (rows, width) of the column sweep: fewer rows than a warp, odd, more rows than a work-group
+COLUMN_ROWS = [1, 3, 33, 257, 4097]
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("rows", COLUMN_ROWS)
+@pytest.mark.parametrize("width", WIDTHS)
+def test_column_reductions(target: str, width: int, rows: int, dtype: str) -> None:
+    if width not in _widths(target) or (target != "cuda" and not ALL_WIDTHS and rows not in (3, 257)):
+        pytest.skip("this shape runs on CUDA only (CPU targets: CPU_WIDTHS, 3 and 257 rows)")
+    dt = DTYPES[dtype]
+    x, _ = _inputs(rows, width, dt)
+    atol, rtol = TOLERANCE[dt]
+    compile_and_check(_columns, x, atol=atol * max(1.0, rows ** 0.5), rtol=rtol,
+                      reference=lambda *a: _reference(_columns, *a))
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_row_scans(target: str, width: int) -> None:
+    if width not in _widths(target):
+        pytest.skip("this width runs on CUDA only (CPU targets: CPU_WIDTHS)")
+    x, _ = _inputs(7, width, torch.float32)
+    compile_and_check(_scans, x, atol=1e-4 * max(1.0, width ** 0.5), rtol=1e-4,
+                      reference=lambda *a: _reference(_scans, *a))
