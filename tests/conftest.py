@@ -56,7 +56,7 @@ def target(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
         monkeypatch.setattr(halide_xpu.config, "cpu_target", request.param)
         monkeypatch.setattr(torch._inductor.config, "cpu_backend", "halide_xpu")
     torch._dynamo.reset()
-    _current["target"] = request.param
+    monkeypatch.setitem(_current, "target", request.param)  # restored after the test: never stale for the next
     return request.param
 
 
