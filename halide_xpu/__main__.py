@@ -1,6 +1,7 @@
 """Command line: ``python -m halide_xpu demo`` runs the demo, ``python -m halide_xpu info`` lists devices and knobs,
 ``python -m halide_xpu conformance --target host`` runs the OpInfo conformance suite, ``python -m halide_xpu tune
---suite`` tunes schedules into the schedule database (``--help`` for their options)."""
+--suite`` tunes schedules into the schedule database, ``python -m halide_xpu fuzz --target opencl`` compiles random
+graphs against eager (``--help`` for their options)."""
 from __future__ import annotations
 
 import argparse
@@ -14,12 +15,16 @@ def main(argv: list[str] | None = None) -> int:
         from .conformance import main as conformance
 
         return conformance(argv[1:])
+    if argv[:1] == ["fuzz"]:  # its own options: see graph_fuzz.main
+        from .graph_fuzz import main as fuzz
+
+        return fuzz(argv[1:])
     if argv[:1] == ["tune"]:  # its own options: see autotune/tune.add_arguments
         from .autotune.tune import main as tune
 
         return tune(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m halide_xpu")
-    parser.add_argument("command", choices=["demo", "info", "conformance", "tune"])
+    parser.add_argument("command", choices=["demo", "info", "conformance", "tune", "fuzz"])
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

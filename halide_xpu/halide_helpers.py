@@ -253,6 +253,20 @@ def _is_int(e: hl.Expr) -> bool:
     return e.type().is_int() or e.type().is_uint()
 
 
+def float_to_int(x: object, t: hl.Type) -> hl.Expr:
+    """``cast(t, x)`` of a float, truncating toward zero, in a form Halide's simplifier cannot merge with a later
+    integer cast: it rewrites ``cast(uint64, cast(int64, f))`` as ``cast(uint64, f)`` (its cast-of-cast rule checks
+    the types of the casts, not of ``f``), so the wrapping arithmetic below, which computes in unsigned integers, saw
+    ``-2.0`` as 0 or ``UINT64_MAX``: ``x.long() * 3`` gave -3 for -2.0 on the host and 3 for -1.5 on OpenCL
+    (found by ``graph_fuzz``). A negative ``x`` converts its magnitude and negates it in ``t`` (which also gives
+    torch's wrap for a negative float to an unsigned type, as Triton's int16 step does)."""
+    x = _expr(x)
+    if not x.type().is_float():
+        return hl.cast(t, x)
+    zero = hl.cast(x.type(), 0)
+    return hl.select(x < zero, hl.cast(t, 0) - hl.cast(t, zero - x), hl.cast(t, x))
+
+
 def _wrapping(op: str, a: object, b: object) -> hl.Expr:
     a, b = _unify(a, b)
     t = a.type()

@@ -48,6 +48,17 @@ def test_integer_wraparound(target: str, dtype: torch.dtype) -> None:
     compile_and_check(lambda a, b: a * a + b * 3 - a, a, b)
 
 
+@pytest.mark.parametrize("src", [torch.float32, torch.bfloat16, torch.float16])
+def test_negative_floats_to_integers_then_integer_math(target: str, src: torch.dtype) -> None:
+    """A float converted to an integer, then integer arithmetic (which wraps through unsigned integers): Halide's
+    simplifier merged ``cast(uint64, cast(int64, f))`` into ``cast(uint64, f)``, wrong for negative ``f``:
+    ``x.long() * 3`` gave -3 for -2.0 on the host and 3 for -1.5 on OpenCL (``halide_helpers.float_to_int``)."""
+    x = torch.tensor([1.5, 2.0, 0.5, -1.5, -2.0, 1.0, -0.5, 3.0, -7.75, -100.0, 0.0, -0.0] * 11, dtype=src)
+    compile_and_check(lambda x: (x.long() * 3, x.int() - 1, (x.long() * 40503).cumsum(0), x.int().sum()), x)
+    # to uint8 from a negative float: torch's (and Triton's) wrap through a signed integer, 255 for -1.5
+    compile_and_check(lambda x: (x * 0.5).to(torch.int16).to(torch.uint8) + 1, x[x > -100])
+
+
 @pytest.mark.parametrize("op", ["fmod", "remainder", "floor_divide", "trunc_div"])
 def test_integer_division_by_zero_raises_on_host(monkeypatch: pytest.MonkeyPatch, op: str) -> None:
     """Eager and Inductor's C++ raise ZeroDivisionError for an integer divisor of 0 on CPU; the host target too
