@@ -30,7 +30,8 @@ FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 INT_DTYPES = (torch.int32, torch.int64)
 TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 3e-2, torch.float16: 4e-3, torch.float64: 1e-7}
 KERNEL_MARK = "halide_xpu_kernel_"
-RESULTS = ("pass", "no_kernel", "mismatch", "error", "inductor_mismatch", "eager_error")
+RESULTS = ("pass", "no_kernel", "mismatch", "error", "crash", "timeout", "inductor_mismatch", "eager_error")
+BAD = ("mismatch", "error", "crash", "timeout")  # ours to fix
 
 
 def _small(x: torch.Tensor) -> torch.Tensor:
@@ -450,35 +451,82 @@ def check(case: Case, target: str) -> Verdict:
     return Verdict(case.seed, "pass", "", time.perf_counter() - start)
 
 
+class Worker:
+    """A child process that checks one seed at a time (``--worker TARGET``): a case that aborts the process (a
+    device runtime's assertion) or hangs costs that case (``crash`` / ``timeout``) and the worker is replaced."""
+
+    def __init__(self, target: str, timeout_s: float) -> None:
+        self.target, self.timeout_s, self.proc = target, timeout_s, None
+
+    def check(self, seed: int) -> Verdict:
+        import selectors
+        import subprocess
+
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = subprocess.Popen([sys.executable, "-m", "halide_xpu.graph_fuzz", "--worker", self.target],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                         text=True)
+        self.proc.stdin.write(f"{seed}\n")
+        self.proc.stdin.flush()
+        sel = selectors.DefaultSelector()
+        sel.register(self.proc.stdout, selectors.EVENT_READ)
+        timed_out = not sel.select(self.timeout_s)
+        sel.close()
+        line = "" if timed_out else self.proc.stdout.readline()  # "" at end of file: the worker died
+        if line:
+            return Verdict(**json.loads(line))
+        self.proc.kill()
+        self.proc.wait()
+        self.proc = None
+        return Verdict(seed, "timeout" if timed_out else "crash", f"the worker {'hung' if timed_out else 'died'}")
+
+
+def _serve(target: str) -> int:
+    """The worker's loop: a seed per line in, a verdict (JSON) per line out on a private copy of stdout."""
+    import os
+
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # anything torch, Halide or a compiler prints goes to stderr
+    for line in sys.stdin:
+        v = check(generate(int(line)), target)
+        out.write(json.dumps(dataclasses.asdict(v)) + "\n")
+        out.flush()
+    return 0
+
+
 def main(argv: Optional[list[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--worker"]:
+        return _serve(argv[1])
     parser = argparse.ArgumentParser(prog="python -m halide_xpu fuzz", description=__doc__.splitlines()[0])
     parser.add_argument("--target", default="opencl", choices=["host", "opencl", "sycl", "cuda"])
     parser.add_argument("--seed", type=int, default=0, help="first case's seed")
     parser.add_argument("--count", type=int, default=50)
     parser.add_argument("--show", action="store_true", help="print each case's program")
     parser.add_argument("--json", help="write every verdict to this JSON file")
+    parser.add_argument("--timeout-s", type=float, default=600, help="per case, in its worker process")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     from tqdm import tqdm
 
-    verdicts = []
+    verdicts, worker = [], Worker(args.target, args.timeout_s)
     bar = tqdm(range(args.seed, args.seed + args.count), desc=f"fuzz {args.target}", file=sys.stderr)
     for seed in bar:
         case = generate(seed)
         if args.show:
             print(case.describe())
-        v = check(case, args.target)
+        v = worker.check(seed)
         verdicts.append(v)
-        if v.result in ("mismatch", "error", "inductor_mismatch"):
+        if v.result not in ("pass", "no_kernel", "eager_error"):
             print(f"{v.result.upper()} {case.describe()}\n  {v.detail}", flush=True)
-        bar.set_postfix(bad=sum(x.result in ("mismatch", "error") for x in verdicts))
+        bar.set_postfix(bad=sum(x.result in BAD for x in verdicts))
     counts = {r: sum(v.result == r for v in verdicts) for r in RESULTS}
     print(f"fuzz {args.target} seeds {args.seed}..{args.seed + args.count - 1}: {counts}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"target": args.target, "counts": counts, "verdicts": [dataclasses.asdict(v) for v in verdicts]},
                       f, indent=1)
-    return 1 if counts["mismatch"] or counts["error"] else 0
+    return 1 if any(counts[r] for r in BAD) else 0
 
 
 if __name__ == "__main__":

@@ -162,7 +162,17 @@ class HalideXpuKernel(DeviceChecks, ReductionLowering, HalideKernel):
                     # a symbolic modulus (flip of repeat_interleave under dynamic shapes: ``(-1 - h0) // 2 %
                     # ks0**2``): the index's values are below it, whatever the last iteration gives
                     dim.size = sympy.Max(dim.size, dim.expr.args[-1])
-        return super().install_dims(var, dims, offset, is_store)
+        try:
+            return super().install_dims(var, dims, offset, is_store)
+        except AssertionError:  # upstream's evaluate_max needs value ranges, which kernel size symbols lack
+            pass
+        # (dynamic shapes: ``vr must not be None for symbol ks0``, a cat's backward under graph_fuzz)
+        for old, new in zip(self.buffer_dimensions[var], dims):
+            if old.stride != new.stride:
+                return False
+            if old.size != new.size or old.expr != new.expr:
+                old.size, old.expr = sympy.Max(old.size, new.size), None
+        return True
 
     def _upper(self, expr: Any) -> Any:
         """Upper bound of an index expression over the loop ranges (not a number when sizes are symbolic)."""
@@ -196,12 +206,14 @@ class HalideXpuKernel(DeviceChecks, ReductionLowering, HalideKernel):
         (reflection padding reads ``15 - h0 - 10*h1`` as ``5 - h0``, ``1 - h1``): a dimension can dip below 0 while
         the address is valid. Such loads go through a 1-D view of the whole buffer with the flat index clamped."""
         try:
-            var, dims = super().indexing_to_dimensions(var, index, is_store)
+            with sizes.kernel_sizes_resolved(self.args.sizevars):
+                var, dims = super().indexing_to_dimensions(var, index, is_store)
         except AssertionError:  # upstream asserts a store's index is affine per loop var (a cat into a strided
             # buffer over a flattened range: 16*(h0//8) + h0 % 8); Inductor's own kernel takes the node, logged
             if not is_store:
                 raise
             raise Unsupported(f"a store whose index is not affine in the loop vars: {index}") from None
+        self._refuse_symbolic_negative_strides(dims)
         if is_store or not getattr(self, "_masked_load", False) or len(dims) < 2 or any(d.expr is None for d in dims):
             return var, dims
         if all(self._lowest(d.expr) >= 0 for d in dims):
@@ -218,6 +230,19 @@ class HalideXpuKernel(DeviceChecks, ReductionLowering, HalideKernel):
                 if alias not in self.buffer_aliases[base]:
                     self.buffer_aliases[base].append(alias)
                 return alias, view
+
+    def _refuse_symbolic_negative_strides(self, dims: list) -> None:
+        """A dimension whose stride is a size expression not known nonnegative (``-ks0``: a flipped row of a
+        reverse scan under dynamic shapes, logcumsumexp's backward) cannot go to a device: Halide's OpenCL runtime
+        aborts the process on a negative stride (``buf->dim[i].stride >= 0``, found by ``graph_fuzz``). The host
+        runtime takes it; device targets give the node to Inductor's own kernel, logged."""
+        if self.target_name() == "host":
+            return
+        with sizes.kernel_sizes_resolved(self.args.sizevars):
+            for d in dims:
+                stride = sympy.sympify(d.stride)
+                if not stride.is_number and not V.graph.sizevars.statically_known_geq(stride, 0):
+                    raise Unsupported(f"a stride not known to be nonnegative ({stride}): GPU runtimes refuse it")
 
     def _lowest(self, expr: Any) -> Any:
         try:

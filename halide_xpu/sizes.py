@@ -1,8 +1,10 @@
-"""Size hints of Inductor's symbolic sizes on torch 2.11 (``size_hint``) and 2.13 (``optimization_hint``)."""
+"""Inductor's symbolic sizes: hints on torch 2.11 (``size_hint``) and 2.13 (``optimization_hint``), precomputed symbols."""
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import Any, Iterator
 
+import sympy
 from torch._inductor.virtualized import V
 
 
@@ -15,3 +17,34 @@ def hint(expr: Any, fallback: int) -> int:
         return int(fn(expr, fallback=fallback))
     except Exception:  # noqa: BLE001 - an expression sympy cannot evaluate: no hint
         return fallback
+
+
+@contextlib.contextmanager
+def kernel_sizes_resolved(kernel_sizes: dict[Any, str]) -> Iterator[None]:
+    """Inside, the graph's ``statically_known_*`` and ``evaluate_max`` see a kernel's size arguments (``ks0``: the
+    names ``kernel_sizes`` gives the graph's size expressions, which have no value range) as the sizes they stand
+    for. Upstream's Halide indexing renames an index's sizes to them before it asks: under dynamic shapes a flip's
+    offset ``ks0 - 1`` was not known positive, so it was neither folded into the dimensions nor applied
+    (``x.flip(0)[idx]`` read at -129), and ``evaluate_max`` of two extents raised ``vr must not be None for symbol
+    ks0`` (a cat's backward); both found by ``graph_fuzz``."""
+    sizevars = V.graph.sizevars
+
+    def real(e: Any) -> Any:
+        if not isinstance(e, sympy.Basic):
+            return e
+        # read at each call: the kernel names a size the first time an index uses it (inside upstream's call)
+        by_name = {name: expr for expr, name in kernel_sizes.items()}
+        by_name.update({str(k): v for k, v in getattr(sizevars, "inv_precomputed_replacements", {}).items()})
+        known = {s: by_name[s.name] for s in e.free_symbols if s.name in by_name}
+        return e.xreplace(known) if known else e
+
+    names = ("statically_known_gt", "statically_known_geq", "statically_known_equals", "evaluate_max")
+    saved = {n: getattr(sizevars, n) for n in names}
+    for n in names[:3]:
+        setattr(sizevars, n, lambda a, b, _f=saved[n]: _f(real(a), real(b)))
+    sizevars.evaluate_max = lambda a, b: a if saved["evaluate_max"](real(a), real(b)) == real(a) else b
+    try:
+        yield
+    finally:
+        for n in names:
+            vars(sizevars).pop(n, None)

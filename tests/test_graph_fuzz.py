@@ -61,3 +61,28 @@ def test_exp_of_a_bfloat16_cast_builds_on_the_host() -> None:
                            False, False)
     verdict = graph_fuzz.check(case, "host")
     assert verdict.result == "pass", verdict.detail
+
+
+def test_a_case_that_kills_its_worker_costs_that_case_only() -> None:
+    """The command line checks each case in a worker process: a device runtime's abort (Halide's OpenCL runtime on a
+    negative stride) is recorded as ``crash`` and the next case runs in a new worker."""
+    worker = graph_fuzz.Worker("host", timeout_s=300)
+    try:
+        died = worker.check("not a seed")  # type: ignore[arg-type]  # the worker's int() raises: it exits
+        assert died.result == "crash" and worker.proc is None
+        assert worker.check(3).result == "pass"
+    finally:
+        if worker.proc is not None:
+            worker.proc.kill()
+
+
+@pytest.mark.parametrize("seed", [1020, 1108, 1230, 1261])
+def test_dynamic_shape_finds(seed: int) -> None:
+    """graph_fuzz's dynamic-shape finds on the GPU schedules (opencl): a flip's offset ``ks0 - 1`` not applied
+    (1020, 1230: read at -129 / -30), ``evaluate_max`` of kernel size symbols raising (1108: a cat's backward), a
+    negative symbolic stride that made Halide's OpenCL runtime abort the process (1261: logcumsumexp's backward)."""
+    _ready("opencl")
+    case = graph_fuzz.generate(seed)
+    assert case.dynamic
+    verdict = graph_fuzz.check(case, "opencl")
+    assert verdict.result in ("pass", "no_kernel"), verdict.detail
