@@ -253,6 +253,15 @@ def _is_int(e: hl.Expr) -> bool:
     return e.type().is_int() or e.type().is_uint()
 
 
+def abs_value(x: object) -> hl.Expr:
+    """torch's ``abs``: of the operand's type. Halide's ``abs`` of a signed integer is unsigned, so a later
+    ``hl.cast(tmp.type(), -1)`` (a clamp's bound) became 2**32 - 1: ``x.abs().clamp(-1, 1)`` of int32 gave 1 for 0
+    (found by ``graph_fuzz``). ``abs(INT_MIN)`` wraps to INT_MIN, as in torch: a wrapping negation, not a cast of
+    Halide's unsigned ``abs`` (the simplifier takes that cast as nonnegative and dropped the clamp's lower bound)."""
+    x = _expr(x)
+    return hl.select(x < hl.cast(x.type(), 0), neg(x), x) if x.type().is_int() else hl.abs(x)
+
+
 def float_to_int(x: object, t: hl.Type) -> hl.Expr:
     """``cast(t, x)`` of a float, truncating toward zero, in a form Halide's simplifier cannot merge with a later
     integer cast: it rewrites ``cast(uint64, cast(int64, f))`` as ``cast(uint64, f)`` (its cast-of-cast rule checks

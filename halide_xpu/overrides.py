@@ -114,6 +114,7 @@ class HalideXpuOverrides(HalideOverrides):
     add = _int_semantics("add", "{} + {}")
     sub = _int_semantics("sub", "{} - {}")
     mul = _int_semantics("mul", "{} * {}")
+    abs = staticmethod(lambda x: f"hx.abs_value({x})")  # of the operand's type (Halide's is unsigned for ints)
     neg = staticmethod(lambda x: f"hx.neg({x})")  # floats by the sign bit (Halide's -x gives +0.0 for +0.0)
     floordiv = _checks_divisor(staticmethod(lambda a, b: f"hx.floordiv({a}, {b})"))  # torch's float rounding too
     truncdiv = _checks_divisor(_int_semantics("truncdiv", "hl.trunc({} / {})"))

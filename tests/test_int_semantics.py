@@ -48,6 +48,15 @@ def test_integer_wraparound(target: str, dtype: torch.dtype) -> None:
     compile_and_check(lambda a, b: a * a + b * 3 - a, a, b)
 
 
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.int32, torch.int64])
+def test_abs_keeps_the_signed_type(target: str, dtype: torch.dtype) -> None:
+    """Halide's ``abs`` of a signed integer is unsigned: a clamp after it cast its bound -1 to the unsigned type
+    (2**32 - 1 for int32) and ``x.abs().clamp(-1, 1)`` gave 1 for 0; ``abs`` of the minimum wraps, as in torch."""
+    info = torch.iinfo(dtype)
+    x = torch.tensor([0, -3, 5, 1, -1, 0, info.min, info.max] * 9, dtype=dtype)
+    compile_and_check(lambda x: (x.abs().clamp(-1, 1), x.abs() - 2, torch.abs(x).amin()), x)
+
+
 @pytest.mark.parametrize("src", [torch.float32, torch.bfloat16, torch.float16])
 def test_negative_floats_to_integers_then_integer_math(target: str, src: torch.dtype) -> None:
     """A float converted to an integer, then integer arithmetic (which wraps through unsigned integers): Halide's
