@@ -28,6 +28,7 @@ DIMS = (1, 2, 3, 5, 7, 8, 16, 17, 31, 33, 64, 65, 100, 127, 130, 257, 1000, 4097
 MAX_NUMEL = 1 << 17
 FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 INT_DTYPES = (torch.int32, torch.int64)
+RARE_DTYPES = (torch.float64, torch.int8, torch.uint8)  # one program in ten
 TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 3e-2, torch.float16: 1e-2, torch.float64: 1e-7}  # conformance TOL_LOW
 KERNEL_MARK = "halide_xpu_kernel_"
 RESULTS = ("pass", "no_kernel", "mismatch", "error", "crash", "timeout", "inductor_mismatch", "eager_error")
@@ -137,6 +138,10 @@ def apply(op: str, args: list[torch.Tensor], ps: tuple[Any, ...], index: list[to
         return x.narrow(ps[0], ps[1], x.shape[ps[0]] - ps[1])[(slice(None),) * ps[0] + (slice(None, None, 2),)]
     if op == "flip":
         return x.flip(ps[0])
+    if op == "pad":
+        return torch.nn.functional.pad(x, (ps[0], ps[1]), value=ps[2] if x.is_floating_point() else int(ps[2]))
+    if op == "roll":
+        return x.roll(ps[0], ps[1])
     if op == "expand":
         return x.unsqueeze(ps[0]).expand(*x.shape[: ps[0]], ps[1], *x.shape[ps[0]:])
     if op == "flatten":
@@ -213,7 +218,11 @@ def _step(rng: random.Random, vals: list[torch.Tensor],
         return (rng.choice(ops), (i,), (d, rng.random() < 0.5)) if ops else None
     if family == "view" and rank:
         d = rng.randrange(rank)
-        choice = rng.choice(["permute", "slice2", "flip", "expand", "flatten", "cat"])
+        choice = rng.choice(["permute", "slice2", "flip", "expand", "flatten", "cat", "pad", "roll"])
+        if choice == "pad" and kind != "b":  # constant padding on the last dim, before and after
+            return ("pad", (i,), (rng.choice([0, 1, 3]), rng.choice([1, 2, 5]), rng.choice([0.0, -1.5])))
+        if choice == "roll":
+            return ("roll", (i,), (rng.choice([1, -2, 7]), d))
         if choice == "permute" and rank > 1:
             perm = list(range(rank))
             rng.shuffle(perm)
@@ -270,7 +279,7 @@ def _broadcasts(a: torch.Size, b: torch.Size) -> bool:
 def generate(seed: int) -> Case:
     """The program of ``seed``: 1-3 inputs, 3-10 steps, 1-3 outputs among the computed values."""
     rng = random.Random(seed)
-    dtype = rng.choice(FLOAT_DTYPES + FLOAT_DTYPES + INT_DTYPES)
+    dtype = rng.choice(RARE_DTYPES if rng.random() < 0.1 else FLOAT_DTYPES + FLOAT_DTYPES + INT_DTYPES)
     shape = _shape(rng, rng.choice([1, 2, 2, 2, 3, 4]))
     specs = [(shape, str(dtype).removeprefix("torch."))]
     for _ in range(rng.randrange(3)):  # partners: the same shape or a broadcast row/column; same dtype or another

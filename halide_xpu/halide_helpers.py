@@ -253,6 +253,33 @@ def _is_int(e: hl.Expr) -> bool:
     return e.type().is_int() or e.type().is_uint()
 
 
+def shift_left(a: object, b: object) -> hl.Expr:
+    """torch's ``a << b``: wraps (in unsigned bits: Halide assumes a signed 32/64-bit shift does not overflow, and
+    ``(x << 3) % (|x << 3| + 1)`` of int32 came out -1 for 1, found by ``graph_fuzz``), 0 for a count outside
+    [0, bits)."""
+    a, b = _unify(a, b)
+    t = a.type()
+    if not _is_int(a):
+        return a << b
+    u, bits = hl.UInt(t.bits()), t.bits()
+    count = hl.clamp(b, hl.cast(b.type(), 0), hl.cast(b.type(), bits - 1))
+    shifted = hl.reinterpret(t, hl.reinterpret(u, a) << hl.cast(u, count))
+    return hl.select((b < hl.cast(b.type(), 0)) | (b >= hl.cast(b.type(), bits)), hl.cast(t, 0), shifted)
+
+
+def shift_right(a: object, b: object) -> hl.Expr:
+    """torch's ``a >> b``: arithmetic for signed types; a count outside [0, bits) fills with the sign (0 for
+    unsigned types)."""
+    a, b = _unify(a, b)
+    t = a.type()
+    if not _is_int(a):
+        return a >> b
+    bits = t.bits()
+    outside = (b < hl.cast(b.type(), 0)) | (b >= hl.cast(b.type(), bits))
+    shifted = a >> hl.select(outside, hl.cast(b.type(), bits - 1), b)
+    return hl.select(outside, hl.cast(t, 0), shifted) if t.is_uint() else shifted
+
+
 def abs_value(x: object) -> hl.Expr:
     """torch's ``abs``: of the operand's type. Halide's ``abs`` of a signed integer is unsigned, so a later
     ``hl.cast(tmp.type(), -1)`` (a clamp's bound) became 2**32 - 1: ``x.abs().clamp(-1, 1)`` of int32 gave 1 for 0

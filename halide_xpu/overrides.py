@@ -114,6 +114,8 @@ class HalideXpuOverrides(HalideOverrides):
     add = _int_semantics("add", "{} + {}")
     sub = _int_semantics("sub", "{} - {}")
     mul = _int_semantics("mul", "{} * {}")
+    bitwise_left_shift = staticmethod(lambda a, b: f"hx.shift_left({a}, {b})")  # wraps; see halide_helpers
+    bitwise_right_shift = staticmethod(lambda a, b: f"hx.shift_right({a}, {b})")
     abs = staticmethod(lambda x: f"hx.abs_value({x})")  # of the operand's type (Halide's is unsigned for ints)
     neg = staticmethod(lambda x: f"hx.neg({x})")  # floats by the sign bit (Halide's -x gives +0.0 for +0.0)
     floordiv = _checks_divisor(staticmethod(lambda a, b: f"hx.floordiv({a}, {b})"))  # torch's float rounding too

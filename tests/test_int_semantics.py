@@ -48,6 +48,17 @@ def test_integer_wraparound(target: str, dtype: torch.dtype) -> None:
     compile_and_check(lambda a, b: a * a + b * 3 - a, a, b)
 
 
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int32, torch.int64])
+def test_shifts_wrap_and_saturate_their_count(target: str, dtype: torch.dtype) -> None:
+    """``a << b`` wraps (Halide assumed a signed 32-bit shift does not overflow: ``(x << 3) % (|x << 3| + 1)`` gave
+    -1 for 1) and gives 0 for a count outside [0, bits); ``a >> b`` fills with the sign there, as torch does."""
+    info = torch.iinfo(dtype)
+    x = torch.tensor([5, info.max, 100, info.min, 77, 0, 1, info.max // 3] * 8, dtype=dtype)
+    counts = [0, 1, 3, 7, 8, 9, 31, 32, 33, 63, 64, 70, 2, 5, 6, 4] * 4
+    s = torch.tensor(counts if dtype != torch.int8 else [min(c, 127) for c in counts], dtype=dtype)
+    compile_and_check(lambda x, s: (x << s, x >> s, (x << 3) % ((x << 3).abs() + 1)), x, s)
+
+
 @pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.int32, torch.int64])
 def test_abs_keeps_the_signed_type(target: str, dtype: torch.dtype) -> None:
     """Halide's ``abs`` of a signed integer is unsigned: a clamp after it cast its bound -1 to the unsigned type
