@@ -8,7 +8,7 @@ from typing import Any, Iterator
 
 import halide as hl
 
-from .special_math import (_expr, _unify, copysign, digamma, erf, exp, exp2, expm1, f64, lgamma, log, log1p,  # noqa: F401
+from .special_math import (_expr, _unify, copysign, is_nan_bits, digamma, erf, exp, exp2, expm1, f64, lgamma, log, log1p,  # noqa: F401
                            log2, log10, frexp_exponent, frexp_mantissa, nextafter, trigamma)
 from .special_functions import (airy_ai, bessel_i, bessel_j, bessel_k, bessel_y, erfcx, erfinv, igamma,  # noqa: F401
                                 log_ndtr, ndtri, polygamma, spherical_bessel_j0, zeta)
@@ -251,6 +251,17 @@ def tanh_vec(x: hl.Expr) -> hl.Expr:
 
 def _is_int(e: hl.Expr) -> bool:
     return e.type().is_int() or e.type().is_uint()
+
+
+def f16_cast(x: object) -> hl.Expr:
+    """``cast(Float(16), x)`` with NaN kept: Halide's host conversion from bfloat16 (what the simplifier makes of a
+    bfloat16 value widened to fp32 and narrowed to fp16) gives ±inf for NaN."""
+    x = _expr(x)
+    if not x.type().is_float() or x.type().bits() == 16 and not x.type().is_bfloat():
+        return hl.cast(hl.Float(16), x)
+    wide = hl.cast(hl.Float(32), x) if x.type().bits() == 16 else x
+    nan16 = hl.reinterpret(hl.Float(16), hl.u16(0x7E00))
+    return hl.select(is_nan_bits(wide), nan16, hl.cast(hl.Float(16), wide))
 
 
 def shift_left(a: object, b: object) -> hl.Expr:

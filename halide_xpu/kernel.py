@@ -54,6 +54,13 @@ def _bf16_as_bits(line: str) -> str:
     return line.replace("hl.cast(hl.BFloat(16), ", "hx.bf16_round(")
 
 
+def _f16_keeps_nan(line: str) -> str:
+    """Casts to float16 where bfloat16 is a Halide type (the host target) go through ``hx.f16_cast``: Halide's
+    simplifier folds ``cast(f16, cast(f32, b))`` of a bfloat16 ``b`` into a direct conversion that turns NaN into
+    ±inf (``x.var(0).to(float16)`` of one bf16 row gave -inf, found by ``graph_fuzz``)."""
+    return line.replace("hl.cast(hl.Float(16), ", "hx.f16_cast(") if "hl.cast(hl.Float(16), " in line else line
+
+
 def _known_number(bound: Any) -> bool:
     """A finite number (sympy's ``is_finite`` holds for Inductor's ``int_oo``, the bound of an unknown size)."""
     return bool(bound.is_number and bound.is_finite) and not bound.has(int_oo, -int_oo)
@@ -563,10 +570,9 @@ class HalideXpuKernel(DeviceChecks, ReductionLowering, HalideKernel):
             for line in self.body._lines:
                 if isinstance(line, str):
                     line = _exact_f64(HalideCSEVariable.undefined_re.sub(fill_dims, line))
-                    if bf16_bits:
-                        line = _bf16_as_bits(line)
+                    line = _bf16_as_bits(line) if bf16_bits else _f16_keeps_nan(line)
                 elif isinstance(line, DeferredLine):
-                    line = line._new_line(_exact_f64(_bf16_as_bits(line.line) if bf16_bits else line.line))
+                    line = line._new_line(_exact_f64(_bf16_as_bits(line.line) if bf16_bits else _f16_keeps_nan(line.line)))
                 code.writeline(line)
             self._codegen_error_word(code)
             code.writeline("# buffer layouts (min, extent, stride per dimension, innermost first)")

@@ -170,3 +170,12 @@ def test_pow_of_a_constant_base(target: str) -> None:
         if target in ("host", "cuda"):
             assert "pow_constant_base" in code, code
         torch._dynamo.reset()
+
+
+def test_nan_survives_bfloat16_to_float16(target: str) -> None:
+    """A NaN computed in a bf16 graph and converted to fp16: on the host Halide folds the fp32 step away and its
+    bfloat16 -> float16 conversion gave -inf (``x.var(0).to(float16)`` over one row, ``graph_fuzz``)."""
+    x = torch.tensor([[1.5, -2.0, float("nan"), float("inf"), -float("inf"), 0.0, 3.0]] * 3, dtype=torch.bfloat16)
+    # (``(x * 0).to(float16)`` is 0 at inf and NaN: Inductor folds ``x * 0``, on its own C++ backend too)
+    compile_and_check(lambda x: (x[:1].var(0).to(torch.float16), x.to(torch.float16) * 2, (x + 1).to(torch.float16)),
+                      x)
