@@ -10,6 +10,7 @@ import halide as hl
 
 from .special_math import (_expr, _unify, copysign, is_nan_bits, digamma, erf, exp, exp2, expm1, f64, lgamma, log, log1p,  # noqa: F401
                            log2, log10, frexp_exponent, frexp_mantissa, nextafter, trigamma)
+from .special_functions import erfc as erfc_wide  # noqa: F401
 from .special_functions import (airy_ai, bessel_i, bessel_j, bessel_k, bessel_y, erfcx, erfinv, igamma,  # noqa: F401
                                 log_ndtr, ndtri, polygamma, spherical_bessel_j0, zeta)
 from .special_polynomials import chebyshev, hermite_h, hermite_he, laguerre_l, legendre_p  # noqa: F401

@@ -234,7 +234,8 @@ class HalideXpuOverrides(HalideOverrides):
         from torch._inductor.virtualized import V
 
         if getattr(x, "dtype", None) == torch.float64:
-            raise Unsupported("erf of float64 (Halide's erf is float32-only)")
+            _require_fp64("erf of float64")
+            return f"hx.erf({x})"  # a series in float64 (special_functions.erf64)
         if getattr(V.kernel, "target_name", lambda: "")() == "cuda":
             return f"hx.cuda_erf({x})"
         return f"hx.erf({x})"  # Halide's erf gives NaN for ±inf
@@ -284,6 +285,7 @@ class HalideXpuOverrides(HalideOverrides):
     erfinv = _special("erfinv", "erfinv({})")
     ndtri = _special("ndtri", "ndtri({})")
     erfcx = _special("erfcx", "erfcx({})")
+    erfc = _special("erfc", "erfc_wide({})")
     log_ndtr = _special("log_ndtr", "log_ndtr({})")
     zeta = _special("zeta", "zeta({}, {})")
     @staticmethod

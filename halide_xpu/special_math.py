@@ -104,6 +104,10 @@ def erf(x: object) -> hl.Expr:
     for ±inf and for |x| > ~1e19. NaN passes through."""
     x = _float(x)
     t = x.type()
+    if t == hl.Float(64):  # Halide's erf is float32-only
+        from .special_functions import erf64
+
+        return erf64(x)
     return hl.erf(hl.select(x > _c(t, 10), _c(t, 10), x < _c(t, -10), _c(t, -10), x))
 
 

@@ -179,3 +179,16 @@ def test_nan_survives_bfloat16_to_float16(target: str) -> None:
     # (``(x * 0).to(float16)`` is 0 at inf and NaN: Inductor folds ``x * 0``, on its own C++ backend too)
     compile_and_check(lambda x: (x[:1].var(0).to(torch.float16), x.to(torch.float16) * 2, (x + 1).to(torch.float16)),
                       x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_erf_erfc_relative_accuracy(target: str, dtype: torch.dtype) -> None:
+    """erfc is computed, not ``1 - erf`` (the ops handler's default: fp32 erfc(3) was 1e-3 off, erfc(6) gave 0), and
+    float64 erf builds (Halide's ``hl.erf`` is float32-only: a float64 gelu did not compile, ``graph_fuzz``)."""
+    x = torch.cat([torch.linspace(-7, 12, 1901), torch.tensor([0.0, -0.0, 1e-30, 2.0, float("inf"), -float("inf"),
+                                                               float("nan")])]).to(dtype)
+    rtol = 1e-5 if dtype == torch.float32 else 1e-12
+    # gelu's 1 + erf(x / sqrt(2)) cancels below -5 in fp32 (Inductor's decomposition; eager's too): float64 only
+    fn = (lambda x: (torch.special.erfc(x), torch.erf(x))) if dtype == torch.float32 else \
+        (lambda x: (torch.special.erfc(x), torch.erf(x), torch.nn.functional.gelu(x)))
+    compile_and_check(fn, x, reference=eager_in_float64(fn), rtol=rtol, atol=1e-30 if dtype == torch.float64 else 1e-37)
