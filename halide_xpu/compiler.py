@@ -54,6 +54,11 @@ inline int64_t div_floor_integer(int64_t a, int64_t b) {
   if ((a < 0) != (b < 0)) { const auto q = a / b; const auto r = a % b; return r ? q - 1 : q; }
   return a / b;
 }
+// Python's a % b (Inductor's C++ printer for PythonMod: a roll's extent under dynamic shapes)
+inline int64_t div_mod(int64_t a, int64_t b) {
+  const auto r = a % b;
+  return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
+}
 }
 static inline void hx_buffer(halide_buffer_t *b, halide_dimension_t *dims, int nd, void *host,
                              uint8_t code, uint8_t bits, uint64_t flags) {
