@@ -76,13 +76,36 @@ def test_a_case_that_kills_its_worker_costs_that_case_only() -> None:
             worker.proc.kill()
 
 
-@pytest.mark.parametrize("seed", [1020, 1108, 1230, 1261])
-def test_dynamic_shape_finds(seed: int) -> None:
-    """graph_fuzz's dynamic-shape finds on the GPU schedules (opencl): a flip's offset ``ks0 - 1`` not applied
-    (1020, 1230: read at -129 / -30), ``evaluate_max`` of kernel size symbols raising (1108: a cat's backward), a
-    negative symbolic stride that made Halide's OpenCL runtime abort the process (1261: logcumsumexp's backward)."""
+C = graph_fuzz.Case
+# graph_fuzz's dynamic-shape finds, as the generator drew them (explicit: seeds draw other programs as it grows)
+DYNAMIC_FINDS = {
+    # a flip's offset ks0 - 1 neither folded nor applied: read at -129
+    "flip_index_select": C(1020, (((130,), "bfloat16"), ((130,), "float32")), ((130, (130,)),),
+                           (("flip", (0,), ((0,),)), ("index_select", (2,), (0, 0)), ("relu", (0,), ()),
+                            ("cast", (3,), ("float32",)), ("slice2", (5,), (0, 0))), (2, 6), False, True),
+    # evaluate_max of kernel size symbols raised (a cat's backward)
+    "cat_backward": C(1108, (((65, 3, 33, 7), "float32"),), (),
+                      (("silu", (0,), ()), ("layer_norm", (0,), (2, True)), ("min", (2, 2), ()),
+                       ("sigmoid", (0,), ()), ("cat", (3, 4), (2,))), (1, 5), True, True),
+    # a flipped row into a scan: read at -30
+    "flip_cumsum": C(1230, (((31,), "int64"), ((31,), "int64")), ((31, (1,)),),
+                     (("flip", (1,), ((0,),)), ("cast", (0,), ("int64",)), ("cumsum", (2,), (0, False)),
+                      ("floordiv1", (4, 4), ()), ("cumsum", (4,), (0, False)), ("sign", (5,), ()),
+                      ("gather", (6,), (0, 0)), ("neg", (7,), ())), (9,), False, True),
+    # a negative symbolic stride: Halide's OpenCL runtime aborted the process (logcumsumexp's backward)
+    "logcumsumexp_backward": C(1261, (((5, 2), "bfloat16"), ((5, 2), "bfloat16"), ((5, 1), "float32")), (),
+                               (("log1p_abs", (2,), ()), ("half", (0,), ()), ("gelu", (4,), ()), ("relu", (3,), ()),
+                                ("cast", (5,), ("bfloat16",)), ("logcumsumexp", (0,), (0, False)),
+                                ("cast", (8,), ("float16",)), ("div1", (5, 9), ())), (6, 10), True, True),
+}
+
+
+@pytest.mark.parametrize("name", list(DYNAMIC_FINDS))
+def test_dynamic_shape_finds(name: str) -> None:
+    """graph_fuzz's dynamic-shape finds on the GPU schedules (opencl) pass: see ``sizes.kernel_sizes_resolved`` and
+    ``HalideXpuKernel._refuse_symbolic_negative_strides``."""
     _ready("opencl")
-    case = graph_fuzz.generate(seed)
-    assert case.dynamic
+    case = DYNAMIC_FINDS[name]
+    assert graph_fuzz.evaluate(case, graph_fuzz.make_inputs(case))  # the program is legal in eager
     verdict = graph_fuzz.check(case, "opencl")
     assert verdict.result in ("pass", "no_kernel"), verdict.detail
