@@ -8,8 +8,9 @@ from typing import Any, Iterator
 
 import halide as hl
 
-from .special_math import (_expr, _unify, copysign, is_nan_bits, digamma, erf, exp, exp2, expm1, f64, lgamma, log, log1p,  # noqa: F401
+from .special_math import (_expr, _unify, copysign, is_nan_bits, digamma, erf32, exp, exp2, expm1, f64, lgamma, log, log1p,  # noqa: F401
                            log2, log10, frexp_exponent, frexp_mantissa, nextafter, trigamma)
+from .special_functions import erf64
 from .special_functions import erfc as erfc_wide  # noqa: F401
 from .special_functions import (airy_ai, bessel_i, bessel_j, bessel_k, bessel_y, erfcx, erfinv, igamma,  # noqa: F401
                                 log_ndtr, ndtri, polygamma, spherical_bessel_j0, zeta)
@@ -252,6 +253,12 @@ def tanh_vec(x: hl.Expr) -> hl.Expr:
 
 def _is_int(e: hl.Expr) -> bool:
     return e.type().is_int() or e.type().is_uint()
+
+
+def erf(x: object) -> hl.Expr:
+    """erf of any float: Halide's erf (clamped) for float32, a float64 series otherwise (``hl.erf`` is float32-only)."""
+    x = _expr(x)
+    return erf64(hl.cast(hl.Float(64), x)) if x.type() == hl.Float(64) else erf32(x)
 
 
 def f16_cast(x: object) -> hl.Expr:

@@ -99,15 +99,12 @@ def expm1(x: object) -> hl.Expr:
     return hl.select(hl.abs(x) < _c(t, 0.5), near, u - _c(t, 1))
 
 
-def erf(x: object) -> hl.Expr:
+def erf32(x: object) -> hl.Expr:
     """Halide's erf with its argument clamped to ±10 (where erf is ±1 in every float type): ``hl.erf`` gives NaN
-    for ±inf and for |x| > ~1e19. NaN passes through."""
+    for ±inf and for |x| > ~1e19. NaN passes through. Float32 only: ``halide_helpers.erf`` sends float64 to
+    ``special_functions.erf64``."""
     x = _float(x)
     t = x.type()
-    if t == hl.Float(64):  # Halide's erf is float32-only
-        from .special_functions import erf64
-
-        return erf64(x)
     return hl.erf(hl.select(x > _c(t, 10), _c(t, 10), x < _c(t, -10), _c(t, -10), x))
 
 
