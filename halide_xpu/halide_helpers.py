@@ -322,6 +322,25 @@ def float_to_int(x: object, t: hl.Type) -> hl.Expr:
     return hl.select(x < zero, hl.cast(t, 0) - hl.cast(t, zero - x), hl.cast(t, x))
 
 
+def bool_to_int(x: object, t: hl.Type) -> hl.Expr:
+    """``cast(t, b)`` of a bool as a select: Halide's intrinsic matching turns ``cast(i64, b0) + cast(i64, b1)`` into
+    ``widening_add`` of two ``uint1`` vectors, which its OpenCL C lowers from the -1 masks it holds bool vectors in
+    (``convert_short4(mask)`` is -1 for true) and prints as ``uchar4 v = short4_value`` (the build fails; a compiler
+    that converted implicitly would count -2 for two trues). A bool mask's count in a vectorised OpenCL kernel
+    (amax's backward over 3 columns, found by ``graph_fuzz`` on the sycl target) did not build."""
+    x = _expr(x)
+    if not x.type().is_bool():
+        return hl.cast(t, x)
+    return hl.select(x, hl.cast(t, 1), hl.cast(t, 0))
+
+
+def to_int(x: object, t: hl.Type) -> hl.Expr:
+    """``cast(t, x)`` to an integer type by the Halide type of ``x`` (Inductor's CSE values do not always carry a
+    dtype: ``sign``'s ``(0 < x).to(int8)``): see :func:`float_to_int` and :func:`bool_to_int`."""
+    x = _expr(x)
+    return float_to_int(x, t) if x.type().is_float() else bool_to_int(x, t)
+
+
 def _wrapping(op: str, a: object, b: object) -> hl.Expr:
     a, b = _unify(a, b)
     t = a.type()

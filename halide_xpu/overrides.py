@@ -172,10 +172,10 @@ class HalideXpuOverrides(HalideOverrides):
         """A cast to a 16-bit float rounds to it and computes on in fp32, as loads do (Triton's compute type): upstream
         left the value 16-bit, so the host target's ``hx.exp`` of a bfloat16 cast met two types in one select and
         the kernel did not build (``exp(-x.to(bfloat16).abs())``, found by ``graph_fuzz``). A float becomes an
-        integer through ``hx.float_to_int`` (Halide's simplifier folds a plain cast into later integer casts)."""
-        src = src_dtype or getattr(x, "dtype", None)
-        if src is not None and src.is_floating_point and dtype != torch.bool and not dtype.is_floating_point:
-            return f"hx.float_to_int({x}, {halide_type(dtype)})"  # see halide_helpers.float_to_int
+        integer through ``hx.float_to_int`` (Halide's simplifier folds a plain cast into later integer casts), a bool
+        through ``hx.bool_to_int`` (Halide's OpenCL C miscompiles sums of bool vectors)."""
+        if dtype != torch.bool and not dtype.is_floating_point:
+            return f"hx.to_int({x}, {halide_type(dtype)})"  # float and bool sources: see halide_helpers.to_int
         line = HalideOverrides.to_dtype(x, dtype, src_dtype, use_compute_types)
         if use_compute_types and dtype in (torch.float16, torch.bfloat16):
             return f"hl.cast(hl.Float(32), {line})"

@@ -109,3 +109,40 @@ def test_dynamic_shape_finds(name: str) -> None:
     assert graph_fuzz.evaluate(case, graph_fuzz.make_inputs(case))  # the program is legal in eager
     verdict = graph_fuzz.check(case, "opencl")
     assert verdict.result in ("pass", "no_kernel"), verdict.detail
+
+
+# graph_fuzz's finds in vectorised OpenCL C (the sycl target's GPU schedules vectorise where opencl's did not)
+VECTOR_BOOL_FINDS = {
+    # amax's backward counts the tied maxima of a row of 3: cast(int64, bool) sums became widening_add of uint1
+    # vectors, which Halide's OpenCL C printed as ``uchar4 v = short4_value`` from -1 masks (the build failed)
+    "mask_count": C(3188, (((7, 100, 3), "float16"), ((7, 100, 1), "float16")), (),
+                    (("cast", (0,), ("float32",)), ("neg", (2,), ()), ("add", (2, 1), ()), ("amax", (4,), (2, True))),
+                    (2, 5), True, False),
+    # Inductor's integer sign, (0 < x).to(int8) - (x < 0).to(int8): ``char4 v = long4_value``
+    "int_sign": C(3171, (((1000, 2, 16), "float16"),), ((2, (1000, 2, 16)),),
+                  (("gather", (0,), (1, 0)), ("cast", (0,), ("int32",)), ("min", (1, 0), ()), ("clamp1", (2,), ()),
+                   ("amin", (4,), (0, False)), ("rem1", (5, 4), ()), ("max", (1, 0), ()), ("cummax", (6,), (2, False)),
+                   ("sign", (8,), ())), (3, 9), True, False),
+}
+
+
+@pytest.mark.parametrize("name", list(VECTOR_BOOL_FINDS))
+def test_bool_vectors_in_opencl_c(name: str) -> None:
+    """Bools become integers through ``hx.bool_to_int`` (a select): the sycl target's clang build of the OpenCL C
+    (SPIR-V) and its OpenCL C fallback both rejected the kernels before."""
+    _ready("sycl")
+    verdict = graph_fuzz.check(VECTOR_BOOL_FINDS[name], "sycl")
+    assert verdict.result == "pass", verdict.detail
+
+
+def test_bool_sums_are_selects() -> None:
+    """The Halide expression itself: a bool's integer cast is a select (no ``uint1`` widening intrinsic to form)."""
+    import halide as hl
+
+    from halide_xpu import halide_helpers as hx
+
+    b = hl.Var("b") > 0
+    e = hx.to_int(b, hl.Int(64))
+    assert "select" in str(e) and e.type() == hl.Int(64)
+    assert str(hx.to_int(hl.f32(-2.0), hl.Int(64))) == str(hx.float_to_int(hl.f32(-2.0), hl.Int(64)))
+    assert hx.to_int(hl.Var("i"), hl.Int(8)).type() == hl.Int(8)
