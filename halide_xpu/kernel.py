@@ -165,10 +165,13 @@ class HalideXpuKernel(DeviceChecks, ReductionLowering, HalideKernel):
                 upper = self._upper(dim.expr)
                 if _known_number(upper) and V.graph.sizevars.statically_known_gt(upper + 1, dim.size):
                     dim.size = upper + 1
-                elif not _known_number(upper) and type(dim.expr).__name__ in ("PythonMod", "ModularIndexing"):
+                elif not _known_number(upper):
                     # a symbolic modulus (flip of repeat_interleave under dynamic shapes: ``(-1 - h0) // 2 %
-                    # ks0**2``): the index's values are below it, whatever the last iteration gives
-                    dim.size = sympy.Max(dim.size, dim.expr.args[-1])
+                    # ks0**2``; a roll: ``ks0*ks3*((h2 + 57) % ks2)``): the values stay below its bound, whatever
+                    # the last iteration gives
+                    peak = sizes.modular_upper_bound(dim.expr, {s: self.sym_size(s) for s in self._ranges(dim.expr)})
+                    if peak is not None:
+                        dim.size = sympy.Max(dim.size, peak + 1)
         try:
             return super().install_dims(var, dims, offset, is_store)
         except AssertionError:  # upstream's evaluate_max needs value ranges, which kernel size symbols lack

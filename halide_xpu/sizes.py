@@ -48,3 +48,20 @@ def kernel_sizes_resolved(kernel_sizes: dict[Any, str]) -> Iterator[None]:
     finally:
         for n in names:
             vars(sizevars).pop(n, None)
+
+
+def modular_upper_bound(expr: Any, extents: dict[Any, Any]) -> Any:
+    """An upper bound of an index holding modular terms (``ks0*ks3*((h2 + 57) % ks2)``: a roll under dynamic
+    shapes), or None. Each ``PythonMod``/``ModularIndexing`` term lies in [0, modulus - 1] whatever its argument and
+    each loop symbol in [0, extent - 1] (``extents``); where the index is a sum of products of such terms and
+    sizes with positive coefficients it grows with each, so those maxima bound it (symbolic sizes are positive)."""
+    mods = [a for a in expr.atoms(sympy.Function) if type(a).__name__ in ("PythonMod", "ModularIndexing")]
+    if not mods:
+        return None
+    stand_ins = {m: sympy.Dummy(f"m{i}", nonnegative=True, integer=True) for i, m in enumerate(mods)}
+    poly = sympy.expand(expr.xreplace(stand_ins))
+    if poly.atoms(sympy.Function) or any(t.as_coeff_Mul()[0] < 0 for t in sympy.Add.make_args(poly)):
+        return None  # a floor division, min or subtraction outside the modular terms: not monotone
+    peaks = {stand_ins[m]: m.args[-1] - 1 for m in mods}
+    peaks.update({s: extents[s] - 1 for s in poly.free_symbols if s in extents})
+    return poly.xreplace(peaks)

@@ -3,6 +3,7 @@ every CPU target: a fixed range of seeds in CI (``python -m halide_xpu fuzz`` ru
 from __future__ import annotations
 
 import pytest
+import sympy
 import torch
 
 from conftest import opencl_available, sycl_unavailable
@@ -97,7 +98,25 @@ DYNAMIC_FINDS = {
                                (("log1p_abs", (2,), ()), ("half", (0,), ()), ("gelu", (4,), ()), ("relu", (3,), ()),
                                 ("cast", (5,), ("bfloat16",)), ("logcumsumexp", (0,), (0, False)),
                                 ("cast", (8,), ("float16",)), ("div1", (5, 9), ())), (6, 10), True, True),
+    # a roll's index ks0*ks3*((h2 + 57) % ks2) sized at its last iteration: "in_ptr0 accessed at 1008, beyond 896"
+    "roll_prod": C(3147, (((65, 64, 2, 8), "float16"), ((1, 64, 2, 8), "bool"), ((65, 64, 1, 8), "float32")), (),
+                   (("softplus", (0,), ()), ("mean", (0,), (1, False)), ("half", (3,), ()), ("roll", (5,), (7, 1)),
+                    ("amax", (6,), (3, False)), ("prod_tanh", (6,), (2, True))), (8,), False, True),
 }
+
+
+def test_modular_upper_bound() -> None:
+    from torch.utils._sympy.functions import FloorDiv, PythonMod
+
+    from halide_xpu.sizes import modular_upper_bound
+
+    h, k, n = sympy.symbols("h2 ks0 ks2", integer=True, positive=True)
+    roll = k * PythonMod(h + 57, n)
+    assert modular_upper_bound(roll, {h: n}) == k * (n - 1)
+    assert modular_upper_bound(roll + 3 * h, {h: n}) == k * (n - 1) + 3 * (n - 1)
+    assert modular_upper_bound(k * h, {h: n}) is None  # no modular term: upstream's bound stands
+    assert modular_upper_bound(PythonMod(h, n) - h, {h: n}) is None  # not monotone
+    assert modular_upper_bound(FloorDiv(PythonMod(h, n), 2), {h: n}) is None
 
 
 @pytest.mark.parametrize("name", list(DYNAMIC_FINDS))
