@@ -223,17 +223,32 @@ class HalideXpuKernel(DeviceChecks, ReductionLowering, HalideKernel):
             if not is_store:
                 raise
             raise Unsupported(f"a store whose index is not affine in the loop vars: {index}") from None
+        except (AttributeError, TypeError):  # sympy's simplify of a length holding ``Where`` (a roll of a gathered
+            # row under dynamic shapes: StrictLessThan has no diff): read through a 1-D view of the buffer
+            if is_store:
+                raise Unsupported(f"a store index sympy cannot size: {index}") from None
+            return self._flat_view(var, sympy.expand(self.rename_indexing(index)))
         self._refuse_symbolic_negative_strides(dims)
         if is_store or not getattr(self, "_masked_load", False) or len(dims) < 2 or any(d.expr is None for d in dims):
             return var, dims
         if all(self._lowest(d.expr) >= 0 for d in dims):
             return var, dims
-        base = var.split("_view")[0]
         flat = sympy.expand(self.buffer_offsets[var] + sum(d.expr * d.stride for d in dims))
+        return self._flat_view(var, flat, keep=dims)
+
+    def _flat_view(self, var: str, flat: Any, keep: Optional[list] = None) -> tuple[str, list]:
+        """A 1-D view of the whole buffer behind ``var`` read at ``flat`` (``keep``: the dimensions to use where
+        the buffer's size is unknown; without them such a load goes to Inductor's own kernel)."""
+        base = var.split("_view")[0]
         size = self._storage_size(base, flat)
         if size.has(int_oo, sympy.oo):  # no known bound on the buffer (symbolic): keep the dimensions
-            return var, dims
-        view = [DimensionInfo(flat, size, 1)]
+            if keep is None:
+                raise Unsupported(f"a load of {base} at {flat}: no dimensions and no known size")
+            return var, keep
+        view = [DimensionInfo(flat, size if size.is_number else self.rename_indexing(size), 1)]
+        if base not in self.buffer_dimensions:  # the buffer's first load: the view is its layout (views alias it)
+            self.install_dims(base, view, 0, False)
+            return base, view
         for i in itertools.count():
             alias = f"{base}_flat{i}"
             if self.install_dims(alias, view, 0, False):

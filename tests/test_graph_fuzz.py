@@ -102,6 +102,14 @@ DYNAMIC_FINDS = {
     "roll_prod": C(3147, (((65, 64, 2, 8), "float16"), ((1, 64, 2, 8), "bool"), ((65, 64, 1, 8), "float32")), (),
                    (("softplus", (0,), ()), ("mean", (0,), (1, False)), ("half", (3,), ()), ("roll", (5,), (7, 1)),
                     ("amax", (6,), (3, False)), ("prod_tanh", (6,), (2, True))), (8,), False, True),
+    # a roll of an index_add's rows read through an index_select in the backward: upstream's sympy.simplify of the
+    # index's extent raised on its Where ("StrictLessThan has no attribute diff"); now a 1-D view of the buffer
+    "roll_of_gathered_rows": C(3154, (((17, 3), "bfloat16"), ((1, 3), "bfloat16"), ((17, 3), "bfloat16")),
+                               ((2, (1,)), (3, (1,)), (2, (1,))),
+                               (("index_add", (1,), (0, 0, 2)), ("roll", (3,), (7, 0)), ("cat", (3, 4), (1,)),
+                                ("softplus", (4,), ()), ("index_select", (6,), (1, 1)), ("abs", (0,), ()),
+                                ("log1p_abs", (7,), ()), ("mean", (6,), (1, False)), ("sq", (10,), ()),
+                                ("index_select", (10,), (0, 2))), (12,), True, True),
 }
 
 
