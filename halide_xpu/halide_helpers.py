@@ -117,7 +117,7 @@ def indicator(flag: object) -> hl.Expr:
     flag = flag if isinstance(flag, hl.Expr) else hl.Expr(flag)
     if not flag.type().is_bool():
         raise TypeError(f"a count's summand must be a bool, not {flag.type()}")
-    return hl.cast(hl.Int(32), flag)
+    return bool_to_int(flag, hl.Int(32))
 
 
 def row_index(var: hl.Expr) -> hl.Expr:

@@ -60,7 +60,7 @@ class ReductionLowering:
         return out
 
     def _counted_flag(self, value: Any) -> str | None:
-        """The bool ``value`` casts to int64 (``hl.cast(hl.Int(64), flag)``, a loss's count of targets not ignored),
+        """The bool ``value`` casts to int64 (``hx.to_int(flag, hl.Int(64))``, a loss's count of targets not ignored),
         where the reduction's length is static and below 2**31 (an int32 count cannot overflow); else None."""
         if isinstance(value, tuple) or not isinstance(value, HalideCSEVariable):
             return None
@@ -74,7 +74,7 @@ class ReductionLowering:
         for k, v in self.cse._cache.items():
             if isinstance(k, str):
                 defs.setdefault(getattr(v, "name", None), k)
-        m = re.fullmatch(r"hl\.cast\(hl\.Int\(64\), ((tmp\d+)\[[^\[\]]*\])\)", defs.get(value.name, ""))
+        m = re.fullmatch(r"hx\.to_int\(((tmp\d+)\[[^\[\]]*\]), hl\.Int\(64\)\)", defs.get(value.name, ""))
         # the cast value must be a comparison (a bool); an int32 sum (``x.sum()`` of int32 is an int64 sum of its
         # casts) keeps its int64 accumulator
         return m.group(1) if m and _COMPARISON.fullmatch(defs.get(m.group(2), "")) else None
