@@ -135,7 +135,8 @@ def apply(op: str, args: list[torch.Tensor], ps: tuple[Any, ...], index: list[to
     if op == "permute":
         return x.permute(*ps[0])
     if op == "slice2":
-        return x.narrow(ps[0], ps[1], x.shape[ps[0]] - ps[1])[(slice(None),) * ps[0] + (slice(None, None, 2),)]
+        # every other element along dim ps[0] (no tuple of slices: torch 2.11's Dynamo cannot trace building one)
+        return x.narrow(ps[0], ps[1], x.shape[ps[0]] - ps[1]).transpose(0, ps[0])[::2].transpose(0, ps[0])
     if op == "flip":
         return x.flip(ps[0])
     if op == "pad":

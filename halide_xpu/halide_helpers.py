@@ -200,7 +200,9 @@ def erf_poly(x: hl.Expr) -> hl.Expr:
 def cuda_erf(x: hl.Expr) -> hl.Expr:
     """erf; on CUDA ``erf_poly`` (fewer instructions: gelu on bf16 is compute-bound there), Halide's elsewhere."""
     x = _expr(x)
-    if not _on_cuda() or x.type() == hl.Float(64):
+    if x.type() == hl.Float(64):  # the CSE value's dtype was not known when the line was written: the float64 series
+        return erf(x)
+    if not _on_cuda():
         return hl.erf(x)
     return erf_poly(x)
 

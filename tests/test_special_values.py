@@ -192,3 +192,14 @@ def test_erf_erfc_relative_accuracy(target: str, dtype: torch.dtype) -> None:
     fn = (lambda x: (torch.special.erfc(x), torch.erf(x))) if dtype == torch.float32 else \
         (lambda x: (torch.special.erfc(x), torch.erf(x), torch.nn.functional.gelu(x)))
     compile_and_check(fn, x, reference=eager_in_float64(fn), rtol=rtol, atol=1e-30 if dtype == torch.float64 else 1e-37)
+
+
+def test_cuda_erf_of_a_float64_value_is_the_series() -> None:
+    """Inductor's CSE value for a float64 erf may carry no dtype: the override then writes ``hx.cuda_erf``, which
+    must take float64 (``hl.erf`` is float32-only: "erf only takes float arguments" on the H100, 2026-12-07)."""
+    import halide as hl
+
+    from halide_xpu import halide_helpers as hx
+
+    assert hx.cuda_erf(hl.cast(hl.Float(64), hl.Var("x"))).type() == hl.Float(64)
+    assert hx.cuda_erf(hl.cast(hl.Float(32), hl.Var("x"))).type() == hl.Float(32)
