@@ -19,7 +19,7 @@ from .meta import DEVICE_CHECK_MESSAGES, DTYPES, MISALIGNED, STORAGE_SUFFIX, Arg
 from .native_sources import halide_include_dir
 from .runtime import KernelLauncher
 from .schedule.common import LOCAL_SLACK
-from .target import cuda_launch, opencl_build, ptx, targets
+from .target import cuda_launch, opencl_atomics, opencl_build, ptx, targets
 from .target.targets import DeviceCaps
 
 log = logging.getLogger(__name__)
@@ -365,6 +365,11 @@ def build(meta: KernelMeta, source: str, workdir: Path, caps: Optional[DeviceCap
 
     def compile_fn(p: Any, args: list[Any], target: Any, also: Optional[dict[Any, str]] = None) -> None:
         compile_only(p, args, target, also)
+        if target.has_feature(hl.TargetFeature.OpenCL):  # see opencl_atomics: one read per compare-and-swap
+            try:
+                opencl_atomics.patch_object(workdir / "kernel.o")
+            except ValueError as e:
+                raise schedule.NotApplicable(str(e)) from None
         if meta.target == "cuda" and target.has_gpu_feature():  # a launch the driver refuses: the next variant
             refused = cuda_launch.refused_launches((workdir / "kernel.stmt").read_text(errors="replace"))
             if refused:
