@@ -307,7 +307,13 @@ def abs_value(x: object) -> hl.Expr:
     (found by ``graph_fuzz``). ``abs(INT_MIN)`` wraps to INT_MIN, as in torch: a wrapping negation, not a cast of
     Halide's unsigned ``abs`` (the simplifier takes that cast as nonnegative and dropped the clamp's lower bound)."""
     x = _expr(x)
-    return hl.select(x < hl.cast(x.type(), 0), neg(x), x) if x.type().is_int() else hl.abs(x)
+    if not x.type().is_int():
+        return hl.abs(x)
+    # the negation in the unsigned type of x's width (wraps at every width, as no signed form is defined to): on
+    # CUDA the signed form gave abs(-32768) = +32768 in int16 and clamp(abs(INT_MIN), -1, 1) = 0 (H100, 2026-12-07)
+    u = hl.UInt(x.type().bits())
+    bits = hl.reinterpret(u, x)
+    return hl.reinterpret(x.type(), hl.select(x < hl.cast(x.type(), 0), hl.cast(u, 0) - bits, bits))
 
 
 def float_to_int(x: object, t: hl.Type) -> hl.Expr:
