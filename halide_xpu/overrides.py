@@ -174,8 +174,11 @@ class HalideXpuOverrides(HalideOverrides):
         the kernel did not build (``exp(-x.to(bfloat16).abs())``, found by ``graph_fuzz``). A float becomes an
         integer through ``hx.float_to_int`` (Halide's simplifier folds a plain cast into later integer casts), a bool
         through ``hx.bool_to_int`` (Halide's OpenCL C miscompiles sums of bool vectors)."""
-        if dtype != torch.bool and not dtype.is_floating_point:
-            return f"hx.to_int({x}, {halide_type(dtype)})"  # float and bool sources: see halide_helpers.to_int
+        src = src_dtype or getattr(x, "dtype", None)
+        unknown = src is None and _constant_value(x) is None  # a literal's cast stays a constant (divisor checks)
+        if dtype != torch.bool and not dtype.is_floating_point and (unknown or src is not None and (
+                src.is_floating_point or src == torch.bool)):
+            return f"hx.to_int({x}, {halide_type(dtype)})"  # float, bool or unknown sources: halide_helpers.to_int
         line = HalideOverrides.to_dtype(x, dtype, src_dtype, use_compute_types)
         if use_compute_types and dtype in (torch.float16, torch.bfloat16):
             return f"hl.cast(hl.Float(32), {line})"
