@@ -26,6 +26,24 @@ def sycl_unavailable() -> str | None:
     return sycl_devices.available()
 
 
+# A CUDA fault (misaligned address, illegal access) poisons the context: every later test of the process would fail.
+# Under xdist the worker exits so that xdist reports the test as crashed and starts a fresh worker for the rest.
+_STICKY_CUDA = re.compile(r"CUDA_ERROR_(MISALIGNED_ADDRESS|ILLEGAL_ADDRESS|ILLEGAL_INSTRUCTION|LAUNCH_FAILED)|"
+                          r"misaligned address|illegal memory access")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and os.environ.get("PYTEST_XDIST_WORKER") and _STICKY_CUDA.search(str(report.longrepr)):
+        import sys
+
+        sys.stderr.write(f"\n{item.nodeid}: sticky CUDA error, this worker exits:\n{report.longrepr}\n")
+        sys.stderr.flush()
+        os._exit(70)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     # One kernel cache per test session (fast), never the user's; Inductor's FX cache off so every test codegens.
