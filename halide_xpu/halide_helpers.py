@@ -384,13 +384,11 @@ ZERO_DIVISOR_CODE = -2  # the argument of a failed ``hl.require`` that runtime.p
 
 def _divide(a: object, b: object, rounding: str) -> hl.Expr:
     """Division rounding like Python's ``//`` (``floor``) or C's ``/`` (``trunc``). Integers exactly, from Halide's
-    Euclidean quotient and its remainder (>= 0); integer division by zero raises on the host target (as eager and
-    Inductor's C++ do) and gives 0 in device kernels, as Halide defines it."""
+    Euclidean quotient and its remainder (>= 0); integer division by zero gives 0, as Halide defines it (the
+    kernel's check pipeline raises for it first: overrides._checks_divisor)."""
     a, b = _unify(a, b)
     if not _is_int(a):
         return _float_floordiv(a, b) if rounding == "floor" else hl.trunc(a / b)
-    if getattr(_building, "target", None) == "host":  # eager and Inductor's C++ raise on CPU; device kernels cannot
-        b = hl.require(b != hl.cast(b.type(), 0), b, hl.Expr(ZERO_DIVISOR_CODE))
     q = a / b
     if a.type().is_uint():
         return q

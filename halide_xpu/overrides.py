@@ -68,8 +68,10 @@ def _int_semantics(name: str, plain: str) -> Any:
 
 
 def _checks_divisor(op: Any) -> Any:
-    """``op(a, b)`` (a division or remainder) that, in a device kernel, records the device check ``b != 0`` for
-    integer operands (eager raises ZeroDivisionError; the host target requires it in ``halide_helpers._divide``)."""
+    """``op(a, b)`` (a division or remainder) that records the check ``b != 0`` for integer operands (eager raises
+    ZeroDivisionError), computed by the kernel's check pipeline before it runs: on the host target too, where an
+    ``hl.require`` on the divisor raised with no zero divisor (seed 7159: Halide's lowering of a vectorised require
+    that inlining had copied lifted its failure call into an unconditional ``let``)."""
     fn = op.__func__ if isinstance(op, staticmethod) else op
 
     def checked(a: Any, b: Any) -> str:
@@ -78,7 +80,7 @@ def _checks_divisor(op: Any) -> Any:
         kernel = V.kernel
         constant = _constant_value(b)  # a nonzero constant divisor (i // 3) needs no check
         if (not _float_operand(a, b) and constant in (None, 0)
-                and getattr(kernel, "device_checks_enabled", lambda: False)()):
+                and (getattr(kernel, "device_checks_enabled", lambda: False)() or kernel.target_name() == "host")):
             dims = [*(getattr(a, "used_dims", None) or ()), *(getattr(b, "used_dims", None) or ())]
             kernel.device_check(f"hx.nonzero_divisor({b}, {a})", dims, DEVICE_CHECK_DIVISOR)
         return fn(a, b)

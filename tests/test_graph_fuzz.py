@@ -113,6 +113,17 @@ DYNAMIC_FINDS = {
 }
 
 
+def test_vectorised_divisions_under_dynamic_shapes_on_the_host() -> None:
+    """Seed 7159: argmin's index // (|index| + 1) and its remainder, vectorised on the host target under dynamic
+    shapes, raised ZeroDivisionError with no zero divisor (Halide lifted the failure call of an ``hl.require`` on the
+    divisor, copied by inlining, into an unconditional ``let``). The divisor check is now the check pipeline's."""
+    case = C(7159, (((65, 130, 8), "float16"), ((65, 130, 8), "float16")), (),
+             (("argmin", (1,), (2, True)), ("floordiv1", (2, 2), ()), ("rem1", (3, 2), ()), ("where_gt", (4, 3), ()),
+              ("expand", (5,), (0, 7)), ("xor", (2, 6), ())), (6, 7), False, True)
+    verdict = graph_fuzz.check(case, "host")
+    assert verdict.result == "pass", verdict.detail
+
+
 def test_modular_upper_bound() -> None:
     from torch.utils._sympy.functions import FloorDiv, PythonMod
 

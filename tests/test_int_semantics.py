@@ -81,8 +81,8 @@ def test_negative_floats_to_integers_then_integer_math(target: str, src: torch.d
 
 @pytest.mark.parametrize("op", ["fmod", "remainder", "floor_divide", "trunc_div"])
 def test_integer_division_by_zero_raises_on_host(monkeypatch: pytest.MonkeyPatch, op: str) -> None:
-    """Eager and Inductor's C++ raise ZeroDivisionError for an integer divisor of 0 on CPU; the host target too
-    (``hl.require`` on the divisor), and a nonzero divisor still computes exactly."""
+    """Eager and Inductor's C++ raise ZeroDivisionError for an integer divisor of 0 on CPU; the host target too (the
+    kernel's check pipeline, as on the device targets), and a nonzero divisor still computes exactly."""
     import halide_xpu
     from halide_xpu.runtime import HalideKernelError
 
