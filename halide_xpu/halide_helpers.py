@@ -260,7 +260,7 @@ def _is_int(e: hl.Expr) -> bool:
 def erf(x: object) -> hl.Expr:
     """erf of any float: Halide's erf (clamped) for float32, a float64 series otherwise (``hl.erf`` is float32-only)."""
     x = _expr(x)
-    return erf64(hl.cast(hl.Float(64), x)) if x.type() == hl.Float(64) else erf32(x)
+    return erf64(x) if x.type() == hl.Float(64) else erf32(x)
 
 
 def f16_cast(x: object) -> hl.Expr:

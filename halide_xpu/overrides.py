@@ -177,10 +177,11 @@ class HalideXpuOverrides(HalideOverrides):
         integer through ``hx.float_to_int`` (Halide's simplifier folds a plain cast into later integer casts), a bool
         through ``hx.bool_to_int`` (Halide's OpenCL C miscompiles sums of bool vectors)."""
         src = src_dtype or getattr(x, "dtype", None)
-        unknown = src is None and _constant_value(x) is None  # a literal's cast stays a constant (divisor checks)
-        if dtype != torch.bool and not dtype.is_floating_point and (unknown or src is not None and (
-                src.is_floating_point or src == torch.bool)):
-            return f"hx.to_int({x}, {halide_type(dtype)})"  # float, bool or unknown sources: halide_helpers.to_int
+        if dtype != torch.bool and not dtype.is_floating_point:
+            # float, bool or unknown sources: halide_helpers.to_int; a literal's cast stays a constant (divisor checks)
+            unknown = src is None and _constant_value(x) is None
+            if unknown or src is not None and (src.is_floating_point or src == torch.bool):
+                return f"hx.to_int({x}, {halide_type(dtype)})"
         line = HalideOverrides.to_dtype(x, dtype, src_dtype, use_compute_types)
         if use_compute_types and dtype in (torch.float16, torch.bfloat16):
             return f"hl.cast(hl.Float(32), {line})"

@@ -34,7 +34,6 @@ def rewrite_cas_loops(source: bytes) -> tuple[bytes, int]:
     count = 0
 
     def loop(m: re.Match) -> bytes:
-        nonlocal count
         buf = re.escape(m.group("buf"))
         read = re.compile(rb"^(?P<head>[ \t]*\w+ _\d+ = )(?P<load>" + buf + rb"\[[^\]\n]+\]);$", re.M)
 
@@ -47,8 +46,9 @@ def rewrite_cas_loops(source: bytes) -> tuple[bytes, int]:
             count += 1
             return r.group("head") + new + b" " * (len(old) - len(new))
 
-        body = read.sub(one, m.group("body"))
-        return m.group(0).replace(m.group("body"), body, 1)
+        start, end = m.start("body") - m.start(), m.end("body") - m.start()
+        whole = m.group(0)
+        return whole[:start] + read.sub(one, m.group("body")) + whole[end:]
 
     return _LOOP.sub(loop, source), count
 
