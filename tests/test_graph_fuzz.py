@@ -124,6 +124,20 @@ def test_vectorised_divisions_under_dynamic_shapes_on_the_host() -> None:
     assert verdict.result == "pass", verdict.detail
 
 
+@pytest.mark.parametrize("cpu_target", ["opencl", "sycl"])
+def test_masked_integer_load_in_a_fused_gpu_pointwise_kernel(cpu_target: str) -> None:
+    """Seed 7520: a pad of a gather (a masked load of int64 indices) in a GPU pointwise kernel of fused dims: the
+    guarded Func's clamped call made Halide's OpenCL C index a private array as a work-group's shared one, and the
+    OpenCL CPU runtime segfaulted (the process died). Reductions keep the clamped call (``HalideXpuKernel.load``)."""
+    _ready(cpu_target)
+    case = C(7520, (((65, 31), "float16"), ((65, 1), "float16"), ((65, 31), "float32")), ((65, (65, 31)),),
+             (("argmin", (1,), (1, False)), ("gather", (2,), (0, 0)), ("pad", (4,), (1, 1, 0.0)), ("sigmoid", (5,), ()),
+              ("sub", (6, 5), ()), ("abs", (6,), ()), ("cummax", (2,), (0, False)), ("min", (7, 8), ()),
+              ("cast", (10,), ("float32",))), (5, 11), True, False)
+    verdict = graph_fuzz.check(case, cpu_target)
+    assert verdict.result == "pass", verdict.detail
+
+
 def test_modular_upper_bound() -> None:
     from torch.utils._sympy.functions import FloorDiv, PythonMod
 
