@@ -9,6 +9,7 @@ R=/tmp/rows && mkdir -p "$R"
 echo "commit ${HALIDE_XPU_COMMIT:-?} $(date -u +%FT%TZ)" > "$R/README.txt"
 (timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_int_semantics.py tests/test_special_values.py \
    -k cuda -rf > "$R/abs_erf.log" 2>&1; echo "exit $?" >> "$R/abs_erf.log") &
+(timeout 200 python3 -m halide_xpu fuzz --target cuda --seed 7547 --count 1 --show > "$R/fuzz_7547.log" 2>&1) &
 export CUDA_LAUNCH_BLOCKING=1
 rs() {  # name, timeout, -k expression
   timeout "$2" python3 -m pytest -q -p no:cacheprovider -n 8 --max-worker-restart=100 -rf tests/test_row_shapes.py \
