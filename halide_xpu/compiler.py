@@ -19,7 +19,7 @@ from .meta import DEVICE_CHECK_MESSAGES, DTYPES, MISALIGNED, STORAGE_SUFFIX, Arg
 from .native_sources import halide_include_dir
 from .runtime import KernelLauncher
 from .schedule.common import LOCAL_SLACK
-from .target import cuda_launch, opencl_atomics, opencl_build, ptx, targets
+from .target import cuda_launch, opencl_atomics, opencl_build, opencl_source, ptx, targets
 from .target.targets import DeviceCaps
 
 log = logging.getLogger(__name__)
@@ -370,6 +370,9 @@ def build(meta: KernelMeta, source: str, workdir: Path, caps: Optional[DeviceCap
                 opencl_atomics.patch_object(workdir / "kernel.o")
             except ValueError as e:
                 raise schedule.NotApplicable(str(e)) from None
+            wrong = opencl_source.private_arrays_indexed_as_shared((workdir / "kernel.o").read_bytes())
+            if wrong:  # see opencl_source: the next variant
+                raise schedule.NotApplicable(f"Halide's OpenCL C indexes private arrays {wrong} as shared ones")
         if meta.target == "cuda" and target.has_gpu_feature():  # a launch the driver refuses: the next variant
             refused = cuda_launch.refused_launches((workdir / "kernel.stmt").read_text(errors="replace"))
             if refused:

@@ -304,12 +304,7 @@ class HalideXpuKernel(DeviceChecks, ReductionLowering, HalideKernel):
         finally:
             self._masked_load = False
         dims = getattr(guarded, "used_dims", None)
-        # the clamped call is for reductions (Halide may rfactor them); in a GPU pointwise kernel whose dims are fused
-        # the guarded Func's region spans a whole fused dim however it is called, and with the clamp Halide's OpenCL
-        # C indexed a private array of that size as a work-group's shared one (graph_fuzz seed 7520, a pad of a
-        # gather: a segfault inside the OpenCL CPU runtime)
-        reduction = self.features.is_reduction()
-        if not self._load_mask or not dims or not reduction:
+        if not self._load_mask or not dims:
             return self._attach_checks(guarded) if self._pending_checks else guarded
         coords = []
         for d in dims:

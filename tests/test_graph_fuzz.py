@@ -126,9 +126,11 @@ def test_vectorised_divisions_under_dynamic_shapes_on_the_host() -> None:
 
 @pytest.mark.parametrize("cpu_target", ["opencl", "sycl"])
 def test_masked_integer_load_in_a_fused_gpu_pointwise_kernel(cpu_target: str) -> None:
-    """Seed 7520: a pad of a gather (a masked load of int64 indices) in a GPU pointwise kernel of fused dims: the
-    guarded Func's clamped call made Halide's OpenCL C index a private array as a work-group's shared one, and the
-    OpenCL CPU runtime segfaulted (the process died). Reductions keep the clamped call (``HalideXpuKernel.load``)."""
+    """Seed 7520: a pad of a gather (a masked load of int64 indices) in a GPU pointwise kernel whose two outputs
+    share a loop nest: Halide's OpenCL C declared the guarded Func as a work-item's private array and indexed it as a
+    work-group's shared one, and the OpenCL CPU runtime segfaulted (the process died); such a variant is refused now
+    (``target/opencl_source``). Seed 7639 (a pad of argmin read through index_select): the guarded Func's clamped
+    call keeps its region inside the buffer."""
     _ready(cpu_target)
     case = C(7520, (((65, 31), "float16"), ((65, 1), "float16"), ((65, 31), "float32")), ((65, (65, 31)),),
              (("argmin", (1,), (1, False)), ("gather", (2,), (0, 0)), ("pad", (4,), (1, 1, 0.0)), ("sigmoid", (5,), ()),
@@ -136,6 +138,21 @@ def test_masked_integer_load_in_a_fused_gpu_pointwise_kernel(cpu_target: str) ->
               ("cast", (10,), ("float32",))), (5, 11), True, False)
     verdict = graph_fuzz.check(case, cpu_target)
     assert verdict.result == "pass", verdict.detail
+    case = C(7639, (((257, 31), "float16"),), ((265, (265,)),),
+             (("argmin", (0,), (1, False)), ("pad", (1,), (3, 5, -1.5)), ("rem1", (2, 2), ()),
+              ("index_select", (3,), (0, 0)), ("cast", (3,), ("bfloat16",))), (3, 5), True, False)
+    verdict = graph_fuzz.check(case, cpu_target)
+    assert verdict.result == "pass", verdict.detail
+
+
+def test_private_arrays_indexed_as_shared() -> None:
+    from halide_xpu.target.opencl_source import private_arrays_indexed_as_shared
+
+    bad = (b"__kernel void k(const int _tmp6_0_shared_size_var, __local int16* __shared) {\n long _tmp6_0[33];\n"
+           b" #define __address_space__tmp6_0 __private\n _tmp6_0[_i * 256 + _tmp6_0_shared_size_var] = 0;\n}")
+    assert private_arrays_indexed_as_shared(bad) == ["tmp6_0"]
+    good = b" long _tmp6_0[33];\n #define __address_space__tmp6_0 __private\n _tmp6_0[_i] = 0;\n"
+    assert private_arrays_indexed_as_shared(good) == []
 
 
 def test_modular_upper_bound() -> None:
