@@ -117,7 +117,10 @@ class HalideXpuKernel(DeviceChecks, ReductionLowering, HalideKernel):
         accumulating store of broadcast values lost repeats. With each tree's full range named, the dimensions
         multiply to the tree's extent."""
         whole = [tree.lookup(sympy.S.One, tree.numel).symbol() for tree in self.range_trees]
-        super().finalize_indexing([*indices, *whole])
+        try:
+            super().finalize_indexing([*indices, *whole])
+        except AssertionError as e:  # upstream's split of a tree into dims found no factor (dynamic sizes, seed 7552)
+            raise Unsupported(f"no Halide dimensions for the sizes {[t.numel for t in self.range_trees]}") from e
 
     def store(self, name: str, index: Any, value: Any, mode: Any = None) -> None:  # type: ignore[override]
         """Upstream leaves an indirect or accumulating store's other elements undefined (``hl.undef``): the output

@@ -145,6 +145,20 @@ def test_masked_integer_load_in_a_fused_gpu_pointwise_kernel(cpu_target: str) ->
     assert verdict.result == "pass", verdict.detail
 
 
+def test_sizes_without_halide_dimensions_fall_back() -> None:
+    """Seed 7552 (dynamic shapes, a slice then a cast): upstream's split of the loop tree into Halide dimensions
+    found no common factor and asserted, so torch.compile raised; now the node falls back to Inductor's kernel with
+    a logged reason, and the result is eager's."""
+    import halide_xpu
+
+    case = C(7552, (((2, 7), "float32"),), (), (("slice2", (0,), (0, 0)), ("cast", (1,), ("bfloat16",)),
+                                                ("exp_neg", (2,), ())), (3,), False, True)
+    halide_xpu.stats.reset()
+    verdict = graph_fuzz.check(case, "host")
+    assert verdict.result in ("pass", "no_kernel"), verdict.detail
+    assert any("no Halide dimensions" in f.reason for f in halide_xpu.stats.fallbacks), halide_xpu.stats.fallbacks
+
+
 def test_private_arrays_indexed_as_shared() -> None:
     from halide_xpu.target.opencl_source import private_arrays_indexed_as_shared
 
