@@ -28,15 +28,14 @@ def register_backends() -> None:
         common.device_codegens[device] = dataclasses.replace(
             entry, scheduling=scheduling_factory(device, entry.scheduling)
         )
-        common.custom_backend_passes[device] = _cache_key_pass(common.custom_backend_passes.get(device))
+        common.custom_backend_passes[device] = _cache_key_pass(common.custom_backend_passes.get(device), device)
     log.debug("halide_xpu backends registered for %s", DEVICES)
 
 
-def _cache_key_pass(existing: Any) -> Any:
-    """A pass that changes nothing but puts halide-xpu's state into Inductor's FX graph cache key.
-
-    Without it a graph compiled for one ``cpu_target``/device/knob setting would be reused for another.
-    """
+def _cache_key_pass(existing: Any, device: str) -> Any:
+    """A pass that puts halide-xpu's state into Inductor's FX graph cache key (without it a graph compiled for one
+    ``cpu_target``/device/knob setting would be reused for another) and, where ``device`` uses halide-xpu, marks
+    comparisons of 16-bit float tensors (``mark_low_precision_comparisons``)."""
     from torch._inductor.custom_graph_pass import CustomGraphModulePass, get_hash_for_files
 
     class HalideXpuCacheKey(CustomGraphModulePass):
@@ -46,6 +45,8 @@ def _cache_key_pass(existing: Any) -> Any:
         def __call__(self, gm: Any) -> None:
             if self.inner is not None:
                 self.inner(gm)
+            if uses_halide_xpu(device):
+                mark_low_precision_comparisons(gm, device)
 
         def uuid(self) -> Any:
             from . import config
@@ -55,6 +56,28 @@ def _cache_key_pass(existing: Any) -> Any:
             return (inner, get_hash_for_files(_package_files(), extra=state))
 
     return HalideXpuCacheKey(existing)
+
+
+def mark_low_precision_comparisons(gm: Any, device: str) -> int:
+    """Mark each comparison of an fp16/bf16 tensor on ``device`` as Inductor's ``low_precision_pointwise_barrier``:
+    its lowering rounds those inputs to their dtype first, as eager compares the stored values. Fused kernels keep a
+    16-bit value in fp32, and a value recomputed in the backward (amin's input, compared with the saved minimum)
+    then equals no rounded one: every count of minima was 0 and the gradient 0/0 = NaN (graph_fuzz seed 7547).
+    Returns how many were marked."""
+    import torch
+
+    aten = torch.ops.aten
+    compares = {aten.eq, aten.ne, aten.lt, aten.le, aten.gt, aten.ge}
+    low = (torch.float16, torch.bfloat16)
+    marked = 0
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or getattr(node.target, "overloadpacket", None) not in compares:
+            continue
+        vals = [a.meta.get("val") for a in node.all_input_nodes]
+        if any(isinstance(v, torch.Tensor) and v.dtype in low and v.device.type == device for v in vals):
+            node.meta["low_precision_pointwise_barrier"] = True
+            marked += 1
+    return marked
 
 
 @functools.lru_cache(maxsize=None)

@@ -159,6 +159,20 @@ def test_sizes_without_halide_dimensions_fall_back() -> None:
     assert any("no Halide dimensions" in f.reason for f in halide_xpu.stats.fallbacks), halide_xpu.stats.fallbacks
 
 
+@pytest.mark.parametrize("cpu_target", ["host", "opencl", "sycl"])
+def test_low_precision_comparisons_compare_stored_values(cpu_target: str) -> None:
+    """Seed 7547: amin's backward compares its input, recomputed in fp32, with the saved fp16 minimum; no element
+    equalled it and the gradient was 0/0 = NaN everywhere (Inductor's C++ raised on the graph, which had filed it as
+    Inductor's own). Comparisons of 16-bit tensors now round their inputs first (registration's pass)."""
+    _ready(cpu_target)
+    case = C(7547, (((1000,), "float16"), ((1,), "bool"), ((1000,), "float16")), ((1, (1000,)),),
+             (("max", (2, 2), ()), ("index_add", (2,), (0, 0, 1)), ("add", (2, 1), ()), ("exp_neg", (5,), ()),
+              ("amin", (6,), (0, True)), ("pad", (7,), (1, 5, -1.5)), ("sub", (8, 7), ()), ("sub", (8, 8), ())),
+             (4, 5, 10), True, False)
+    verdict = graph_fuzz.check(case, cpu_target)
+    assert verdict.result == "pass", verdict.detail
+
+
 def test_private_arrays_indexed_as_shared() -> None:
     from halide_xpu.target.opencl_source import private_arrays_indexed_as_shared
 
