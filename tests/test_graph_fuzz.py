@@ -173,6 +173,20 @@ def test_low_precision_comparisons_compare_stored_values(cpu_target: str) -> Non
     assert verdict.result == "pass", verdict.detail
 
 
+@pytest.mark.parametrize("cpu_target", ["opencl", "sycl"])
+def test_a_gathered_input_is_not_staged_in_tiles(cpu_target: str) -> None:
+    """Seed 7765: an input read both along the output (a transpose-like tile) and at gathered rows
+    (``in_ptr0[tmp6[h1], h1]``) was staged in 65-row tiles that the gather then read at row 999: the OpenCL CPU
+    runtime segfaulted. Inputs read at loaded indices are never staged (``Plan.transposed_inputs``)."""
+    _ready(cpu_target)
+    case = C(7765, (((31, 1000), "uint8"),), ((1000, (31, 1)), (31, (3,))),
+             (("mul_big", (0,), ()), ("gather", (1,), (1, 0)), ("cumsum", (1,), (0, False)), ("flip", (1,), ((0,),)),
+              ("cummax", (4,), (1, True)), ("index_select", (5,), (0, 1)), ("amax", (6,), (1, False)),
+              ("abs", (7,), ()), ("mul", (1, 2), ())), (9,), False, False)
+    verdict = graph_fuzz.check(case, cpu_target)
+    assert verdict.result == "pass", verdict.detail
+
+
 def test_private_arrays_indexed_as_shared() -> None:
     from halide_xpu.target.opencl_source import private_arrays_indexed_as_shared
 

@@ -24,6 +24,20 @@ _FAST_TRANSCENDENTAL = re.compile(r"\bhx\.cuda_exp\(")
 _TO_HALF = re.compile(r"\bhl\.cast\(hl\.Float\(16\)")
 _LOAD = re.compile(r"\b(in_ptr\d+)\[([^,\]]+)[,\]]")
 _INDEX = re.compile(r"\b(in_ptr\d+)\[([^\[\]]+)\]")  # a load's whole index list (none nested)
+_LOAD_START = re.compile(r"\b(in_ptr\d+)\[")
+
+
+def indirectly_loaded(source: str) -> set[str]:
+    """Inputs of ``source`` that some load indexes by another Func's value (``in_ptr0[tmp6[h1], h1]``)."""
+    found = set()
+    for m in _LOAD_START.finditer(source):
+        depth, i = 1, m.end()
+        while i < len(source) and depth:
+            depth += {"[": 1, "]": -1}.get(source[i], 0)
+            if source[i] == "[" and depth == 2:
+                found.add(m.group(1))
+            i += 1
+    return found
 # Bytes every GPU launch adds to a work-group's local memory for Halide 21's uncounted padding (compiler.py's launch
 # wrappers; native/usm_device.cpp's hx_local_bytes adds the same); schedules budget local memory less this
 LOCAL_SLACK = 256
@@ -369,6 +383,10 @@ class Plan:
         # only that load (Llama's bf16 rotary backward read its cos/sin table both ways: the tile grew to 512 x 8
         # work-items and the launch failed, CUDA_ERROR_INVALID_VALUE)
         masked = {m.group(1) for m in _LOAD.finditer(self.source) if "hl.select(" in m.group(2)}
+        # an input also read at loaded indices (a gather): its tile would be read there too, far outside the tile
+        # (graph_fuzz seed 7765: ``in_ptr0[tmp6[h1], h1]`` read a 65-row tile at row 999, the OpenCL CPU runtime
+        # segfaulted)
+        masked |= indirectly_loaded(self.source)
         for m in _LOAD.finditer(self.source):
             name, first = m.group(1), m.group(2)
             param = self.funcs.get(name + STORAGE_SUFFIX, self.funcs.get(name))
