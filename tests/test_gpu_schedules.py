@@ -182,13 +182,8 @@ def test_short_sums_on_one_work_item(monkeypatch, tmp_path):
     as registers with their loads in flight together. At the work-group level every unrolled step was a
     one-work-item region between two barriers, and the int64 count went to global scratch: 20 us on the H200 for
     a kernel Triton runs in 4.2."""
-    found = []
-
-    def lower(p, a, t):
-        _lower(tmp_path)(p, a, t)
-        found.append((tmp_path / "twin.stmt").read_text(errors="replace"))
-
-    twins = _cuda_twins(_smoothed_loss, _smoothed_loss_inputs(), monkeypatch, tmp_path, lower)
+    found: list[str] = []  # each twin's accepted lowering (a refused variant lowers too: not one per twin)
+    twins = _cuda_twins(_smoothed_loss, _smoothed_loss_inputs(), monkeypatch, tmp_path, stmts=found)
     sums = [(lines, stmt) for (_, _, lines, _), stmt in zip(twins, found) if any("_one)" in l for l in lines)]
     assert sums, [t[2] for t in twins]
     for lines, stmt in sums:
@@ -336,14 +331,18 @@ def _lower(tmp: Path) -> Callable[[Any, list, Any], None]:
 
 
 def _cuda_twins(fn: Callable[..., Any], args: tuple, monkeypatch: pytest.MonkeyPatch, tmp: Path,
-                lower: Callable[[Any, list, Any], None] | None = None) -> list[tuple[Any, str, list[str], str]]:
+                lower: Callable[[Any, list, Any], None] | None = None,
+                stmts: list[str] | None = None) -> list[tuple[Any, str, list[str], str]]:
     """Compile ``fn`` on the opencl target and each of its kernels again for CUDA with H100 caps (through ``lower``,
-    default ``_lower``): [(meta, source, schedule lines, variant)]."""
+    default ``_lower``): [(meta, source, schedule lines, variant)]; ``stmts`` gets each twin's accepted lowering
+    (``_lower``'s twin.stmt after the twin's last variant)."""
     twins, build = [], compiler.build
 
     def capture(meta, source, workdir, caps=None):
         _, lines, variant = compile_cuda_twin(meta, source, lower or _lower(tmp))
         twins.append((meta, source, lines, variant))
+        if stmts is not None:
+            stmts.append((tmp / "twin.stmt").read_text(errors="replace"))
         return build(meta, source, workdir, caps)
 
     monkeypatch.setattr(compiler, "build", capture)
