@@ -379,9 +379,6 @@ def neg(a: object) -> hl.Expr:
     return _wrapping("sub", hl.cast(a.type(), 0), a) if _is_int(a) else -a
 
 
-ZERO_DIVISOR_CODE = -2  # the argument of a failed ``hl.require`` that runtime.py reports as ZeroDivisionError
-
-
 def _divide(a: object, b: object, rounding: str) -> hl.Expr:
     """Division rounding like Python's ``//`` (``floor``) or C's ``/`` (``trunc``). Integers exactly, from Halide's
     Euclidean quotient and its remainder (>= 0); integer division by zero gives 0, as Halide defines it (the

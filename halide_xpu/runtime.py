@@ -192,11 +192,9 @@ def _within_storage(t: Any, ptrs: list[Any], i: int, lo: int, hi: int, size: int
 
 
 def _explain(msg: str) -> str:
-    """Halide's message, with checked indirect indices (``hl.require(..., index, -1, size)``, overrides.py) and integer
-    division by zero (``halide_helpers._divide``) in words."""
+    """Halide's message, with checked indirect indices (``hl.require(..., index, -1, size)``, overrides.py) in words
+    (integer division by zero is the check pipeline's: meta.DEVICE_CHECK_MESSAGES)."""
     words = msg.split()
-    if msg.startswith("Requirement Failed") and words[-1:] == ["-2"]:  # halide_helpers.ZERO_DIVISOR_CODE
-        return f"ZeroDivisionError: integer division by zero ({msg})"
     if msg.startswith("Requirement Failed") and len(words) >= 3 and words[-2] == "-1":
         return f"index out of bounds: index {words[-3]} is not in [0, {words[-1]}) ({msg})"
     return msg

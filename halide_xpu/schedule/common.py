@@ -25,6 +25,12 @@ _TO_HALF = re.compile(r"\bhl\.cast\(hl\.Float\(16\)")
 _LOAD = re.compile(r"\b(in_ptr\d+)\[([^,\]]+)[,\]]")
 _INDEX = re.compile(r"\b(in_ptr\d+)\[([^\[\]]+)\]")  # a load's whole index list (none nested)
 _LOAD_START = re.compile(r"\b(in_ptr\d+)\[")
+# Bytes every GPU launch adds to a work-group's local memory for Halide 21's uncounted padding (compiler.py's launch
+# wrappers; native/usm_device.cpp's hx_local_bytes adds the same); schedules budget local memory less this
+LOCAL_SLACK = 256
+GUARD = hl.TailStrategy.GuardWithIf
+SHIFT = hl.TailStrategy.ShiftInwards
+GRID_YZ_MAX = 65535  # work-groups along a grid's y or z (CUDA's limit; x allows 2**31 - 1)
 
 
 def indirectly_loaded(source: str) -> set[str]:
@@ -38,12 +44,6 @@ def indirectly_loaded(source: str) -> set[str]:
                 found.add(m.group(1))
             i += 1
     return found
-# Bytes every GPU launch adds to a work-group's local memory for Halide 21's uncounted padding (compiler.py's launch
-# wrappers; native/usm_device.cpp's hx_local_bytes adds the same); schedules budget local memory less this
-LOCAL_SLACK = 256
-GUARD = hl.TailStrategy.GuardWithIf
-SHIFT = hl.TailStrategy.ShiftInwards
-GRID_YZ_MAX = 65535  # work-groups along a grid's y or z (CUDA's limit; x allows 2**31 - 1)
 
 
 def _fmt(x: Any) -> str:
