@@ -134,12 +134,25 @@ class HalideXpuKernel(DeviceChecks, ReductionLowering, HalideKernel):
         if spread and mode is None:
             self.ordered_outputs.add(self.args.output(name))
         self._store_over_domain = spread
+        if mode is not None:
+            value = self._repeat_over_unused_dims(prepared, value)
         if self._pending_checks:
             value = self._attach_checks(value)
         try:
             super().store(name, index, value, mode)
         finally:
             self._store_over_domain = False
+
+    def _repeat_over_unused_dims(self, index: Any, value: Any) -> Any:
+        """An accumulating store adds its value once per element of the loop domain, also along the dims neither the
+        index nor the value reads (``index_add`` of a broadcast scalar at indices proven to be ``[0, 0]``): the value
+        becomes a Func over those dims too, so the update's RDom iterates them (seed 8111 added once for twice)."""
+        loop_dims = [v for v in self.halide_vars if self.inside_reduction or v not in self.reduction_renames]
+        read = {*self.used_dims_from_index(index), *(value.used_dims or ())}
+        unused = [d for d in loop_dims if d not in read]
+        if not unused:
+            return value
+        return self.genfunc(f"{value}", self.sort_used_dims({*(value.used_dims or ()), *unused}), shape=value.shape)
 
     def is_indirect_indexing(self, index: Any) -> bool:  # type: ignore[override]
         return getattr(self, "_store_over_domain", False) or super().is_indirect_indexing(index)

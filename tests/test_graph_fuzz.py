@@ -173,6 +173,19 @@ def test_low_precision_comparisons_compare_stored_values(cpu_target: str) -> Non
     assert verdict.result == "pass", verdict.detail
 
 
+@pytest.mark.parametrize("cpu_target", ["host", "opencl", "sycl"])
+def test_accumulating_store_repeats_along_dims_nothing_reads(cpu_target: str) -> None:
+    """Seed 8111 (reduced): index_add of a broadcast scalar at two indices Inductor proved both 0 was stored as
+    ``out[0] += value`` with no loop over the two: it added once (-2.13e9 for eager's -4.26e9). An accumulating
+    store now iterates every loop dim (``HalideXpuKernel._repeat_over_unused_dims``)."""
+    _ready(cpu_target)
+    case = C(8111, (((100, 257), "int64"),), ((100, (1,)), (100, (100,)), (1, (2,))),
+             (("amin", (0,), (1, False)), ("gather", (1,), (0, 0)), ("cast", (2,), ("float32",)),
+              ("expand", (3,), (0, 2)), ("index_add", (4,), (0, 2, 1))), (5,), False, False)
+    verdict = graph_fuzz.check(case, cpu_target)
+    assert verdict.result == "pass", verdict.detail
+
+
 @pytest.mark.parametrize("cpu_target", ["opencl", "sycl"])
 def test_a_gathered_input_is_not_staged_in_tiles(cpu_target: str) -> None:
     """Seed 7765: an input read both along the output (a transpose-like tile) and at gathered rows

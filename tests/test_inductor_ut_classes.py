@@ -91,6 +91,14 @@ def test_reduction_and_accumulation_over_a_broadcast_count_every_element(target:
     compile_and_check(lambda i, v: torch.zeros(33, device=v.device).index_put((i.expand(64, 33),), v.expand(64, 33),
                                                                           accumulate=True),
                       i, v, rtol=1e-5, atol=1e-5)
+    # indices Inductor proves constant (all 0) and a value constant along the loop: nothing reads the loop dim, yet
+    # each of its 64 points adds (seed 8111 added once)
+    n = torch.tensor([3, -7], dtype=torch.int32)
+    compile_and_check(lambda v, n: (
+        torch.zeros(4, device=v.device).index_put((torch.zeros(64, dtype=torch.long, device=v.device),),
+                                                  v.sum().expand(64), accumulate=True),
+        torch.zeros(4, dtype=torch.int32, device=v.device).index_add(
+            0, torch.zeros(64, dtype=torch.long, device=v.device), n.amin().expand(64))), v, n, rtol=1e-5, atol=1e-5)
 
 
 def test_sizes_beyond_int32_fall_back_with_reason(target: str, caplog: pytest.LogCaptureFixture,
