@@ -39,7 +39,7 @@ static void *hx_kernel_symbol(const char *prepare, const char *library, const ch
     if (!fn) throw std::runtime_error(std::string("halide_xpu: no ") + symbol + " in " + library);
     return fn;
 }
-// The Halide runtime's last message for this thread, explained (runtime._explain), as an exception.
+// The Halide runtime's last message for this thread, as an exception.
 static std::runtime_error hx_kernel_error(const char *kernel, int err) {
     std::string text = std::string("halide_xpu kernel ") + kernel + " failed (Halide error " + std::to_string(err) + ")";
     if (Py_IsInitialized()) {
@@ -195,9 +195,9 @@ def prepare(target: str) -> None:
 
 def error_text(kernel: str, err: int) -> str:
     """The message a failing kernel raises from the C++ wrapper: the Halide runtime's last error, explained."""
-    from .runtime import _errors, _explain
+    from .runtime import _errors
 
-    return f"halide_xpu kernel {kernel} failed (error {err}): {_explain(getattr(_errors, 'last', ''))}"
+    return f"halide_xpu kernel {kernel} failed (error {err}): {getattr(_errors, 'last', '')}"
 
 
 def arg_types(meta: KernelMeta) -> list[str]:

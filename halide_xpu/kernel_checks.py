@@ -1,5 +1,5 @@
-"""Index and divisor checks of generated kernels: ``hl.require`` on the host, a device-side assert on CUDA, an
-error word computed by a check pipeline on other devices (a mixin of ``kernel.HalideXpuKernel``)."""
+"""Index and divisor checks of generated kernels: a device-side assert on CUDA, an error word computed by a check
+pipeline before the kernel on every other target (a mixin of ``kernel.HalideXpuKernel``)."""
 from __future__ import annotations
 
 from typing import Any
@@ -19,13 +19,12 @@ class DeviceChecks:
 
     def check_bounds(self, expr: Any, size: Any, lower: bool, upper: bool) -> None:  # type: ignore[override]
         """An index Inductor computed from loop variables (index propagation: ``embedding(arange(3) - 1)``) that it
-        could not prove in range: on the host target the next load (or store) of the kernel requires it in
-        ``[0, size)``, so an out-of-range index raises as in eager and Inductor's C++ instead of reading outside the
-        buffer; device kernels record it as a device check (``device_check``). Indirect indices (loaded values)
-        are checked by ``halide_clamp``."""
+        could not prove in range: the kernel records ``0 <= index < size`` as a check (``device_check``; on CUDA
+        a device-side assert), so an out-of-range index raises as in eager and Inductor's C++ instead of reading
+        outside the buffer. Indirect indices (loaded values) are checked by ``halide_clamp``."""
         if not (lower or upper) or free_symbol_is_type(expr, SymT.TMP):
             return
-        if self.target_name() != "host" and not (self.device_checks_enabled() or self.cuda_checks_enabled()):
+        if not (self.device_checks_enabled() or self.cuda_checks_enabled()):
             return
         from torch._inductor.virtualized import ops
 
@@ -36,31 +35,31 @@ class DeviceChecks:
         self._pending_checks.append((value, self.kexpr(self.rename_indexing(size)), self._load_mask))
 
     def _attach_checks(self, value: Any) -> Any:
-        """``value`` behind ``hl.require`` of every pending bounds check (see ``check_bounds``)."""
+        """``value``, with every pending bounds check (see ``check_bounds``) recorded: behind ``hx.index_checked``
+        on CUDA, else as a device check over the index's (and mask's) dims only, not the value's."""
         checks, self._pending_checks = self._pending_checks, []
         for index, size, mask in checks:
             mask_dims = (getattr(mask, "used_dims", None) or ()) if mask is not None else ()
-            dims = self.sort_used_dims(OrderedSet((*(getattr(value, "used_dims", None) or ()), *index.used_dims, *mask_dims)))
-            result = self.newfunc(dims)
             ok = f"({index} >= 0) & ({index} < hl.cast({index.name}.type(), {size}))"
             if mask is not None:
                 ok = f"hl.select({mask}, {ok}, hl.cast(hl.Bool(), 1))"
-            if self.cuda_checks_enabled():  # a device-side assert where the check fails (hx.index_checked)
-                self.body.writeline(f"{result} = hx.index_checked({value}, {ok})")
-                value = result
-                continue
-            if self.target_name() != "host":  # over the index's (and mask's) dims only, not the value's
+            if not self.cuda_checks_enabled():
                 self.device_check(ok, (*index.used_dims, *mask_dims), DEVICE_CHECK_INDEX)
                 continue
-            self.body.writeline(f"{result} = hl.require({ok}, {value}, {index}, hl.Expr(-1), {size})")
+            dims = self.sort_used_dims(OrderedSet((*(getattr(value, "used_dims", None) or ()), *index.used_dims,
+                                                   *mask_dims)))
+            result = self.newfunc(dims)  # a device-side assert where the check fails
+            self.body.writeline(f"{result} = hx.index_checked({value}, {ok})")
             value = result
         return value
 
     def device_checks_enabled(self) -> bool:
-        """Whether this device kernel checks its indices and integer divisors (``config.device_checks``): on CPU
-        tensors (the opencl and sycl targets) and XPU tensors, where eager raises. CUDA is left out: eager CUDA
-        asserts asynchronously, and the error word's read-back would break CUDA graph capture."""
-        if self.target_name() == "host" or not config.device_checks:
+        """Whether this kernel's check pipeline checks its indices and integer divisors (``config.device_checks``): on
+        CPU tensors (the host, opencl and sycl targets) and XPU tensors, where eager raises. CUDA is left out: eager
+        CUDA asserts asynchronously, and the error word's read-back would break CUDA graph capture. (The host once
+        used ``hl.require``; Halide's lowering of a vectorised require that inlining had copied lifted its failure
+        call into an unconditional ``let``: a false error, seed 7159.)"""
+        if not config.device_checks:
             return False
         return V.graph.get_current_device_or_throw().type in ("cpu", "xpu")
 

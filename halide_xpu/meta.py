@@ -29,8 +29,8 @@ DTYPES: dict[str, tuple[int, int, str, int]] = {
 DEVICE_CHECK_INDEX = 1
 DEVICE_CHECK_DIVISOR = 2
 DEVICE_CHECK_MESSAGES = {
-    DEVICE_CHECK_INDEX: "index out of bounds: a device kernel's indirect or computed index is outside its buffer",
-    DEVICE_CHECK_DIVISOR: "ZeroDivisionError: integer division by zero in a device kernel",
+    DEVICE_CHECK_INDEX: "index out of bounds: a kernel's indirect or computed index is outside its buffer",
+    DEVICE_CHECK_DIVISOR: "ZeroDivisionError: integer division by zero in a kernel",
 }
 
 

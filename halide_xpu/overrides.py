@@ -69,9 +69,7 @@ def _int_semantics(name: str, plain: str) -> Any:
 
 def _checks_divisor(op: Any) -> Any:
     """``op(a, b)`` (a division or remainder) that records the check ``b != 0`` for integer operands (eager raises
-    ZeroDivisionError), computed by the kernel's check pipeline before it runs: on the host target too, where an
-    ``hl.require`` on the divisor raised with no zero divisor (seed 7159: Halide's lowering of a vectorised require
-    that inlining had copied lifted its failure call into an unconditional ``let``)."""
+    ZeroDivisionError), computed by the kernel's check pipeline before it runs (``device_checks_enabled``)."""
     fn = op.__func__ if isinstance(op, staticmethod) else op
 
     def checked(a: Any, b: Any) -> str:
@@ -80,7 +78,7 @@ def _checks_divisor(op: Any) -> Any:
         kernel = V.kernel
         constant = _constant_value(b)  # a nonzero constant divisor (i // 3) needs no check
         if (not _float_operand(a, b) and constant in (None, 0)
-                and (getattr(kernel, "device_checks_enabled", lambda: False)() or kernel.target_name() == "host")):
+                and getattr(kernel, "device_checks_enabled", lambda: False)()):
             dims = [*(getattr(a, "used_dims", None) or ()), *(getattr(b, "used_dims", None) or ())]
             kernel.device_check(f"hx.nonzero_divisor({b}, {a})", dims, DEVICE_CHECK_DIVISOR)
         return fn(a, b)
@@ -148,26 +146,22 @@ class HalideXpuOverrides(HalideOverrides):
 
     @classmethod
     def halide_clamp(cls, value: Any, size: Any, check: bool) -> str:
-        """Indirect indices are clamped into the buffer (upstream); on the host target an index Inductor asks to
-        check (``check=True``: embedding, gather) that is out of range raises, as eager and Inductor's C++ do.
-        Device kernels cannot raise: they keep the clamp, and record a device check (``HalideXpuKernel.device_check``);
-        CUDA kernels assert on the device (``hx.index_checked``)."""
+        """Indirect indices are clamped into the buffer (upstream); an index Inductor asks to check (``check=True``:
+        embedding, gather) is also recorded as a check of the kernel's check pipeline (``device_check``), so an
+        out-of-range one raises as eager and Inductor's C++ do; CUDA kernels assert on the device
+        (``hx.index_checked``)."""
         from torch._inductor.virtualized import V
 
         clamped = super().halide_clamp(value, size, check)
         end = V.kernel.kexpr(V.kernel.rename_indexing(size) - 1)
         end = f"hl.cast({value.name}.type(), {end})"
-        if getattr(V.kernel, "target_name", lambda: "")() != "host":
-            V.kernel.indirect_indices = True  # see HalideXpuKernel.halide_target
-            if check and V.kernel.cuda_checks_enabled():
-                return f"hx.index_checked({clamped}, ({value} >= 0) & ({value} <= {end}))"
-            if check and V.kernel.device_checks_enabled():
-                ok = f"({value} >= 0) & ({value} <= {end})"
-                V.kernel.device_check(ok, getattr(value, "used_dims", None), DEVICE_CHECK_INDEX)
-            return clamped
-        if not check:
-            return clamped
-        return f"hl.require(({value} >= 0) & ({value} <= {end}), {clamped}, {value}, hl.Expr(-1), {end} + 1)"
+        V.kernel.indirect_indices = True  # see HalideXpuKernel.halide_target
+        if check and V.kernel.cuda_checks_enabled():
+            return f"hx.index_checked({clamped}, ({value} >= 0) & ({value} <= {end}))"
+        if check and V.kernel.device_checks_enabled():
+            V.kernel.device_check(f"({value} >= 0) & ({value} <= {end})", getattr(value, "used_dims", None),
+                                  DEVICE_CHECK_INDEX)
+        return clamped
 
     @staticmethod
     def to_dtype(x: Any, dtype: torch.dtype, src_dtype: Any = None, use_compute_types: bool = True) -> str:  # type: ignore[override]

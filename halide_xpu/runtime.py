@@ -139,7 +139,7 @@ class KernelLauncher:
             return self._scalar(*args)
         if err:
             msg = getattr(_errors, "last", "")
-            raise HalideKernelError(f"Halide kernel {self.library.parent.name[:12]} failed (error {err}): {_explain(msg)}")
+            raise HalideKernelError(f"Halide kernel {self.library.parent.name[:12]} failed (error {err}): {msg}")
 
 
     def _scalars_as_tensors(self, args: tuple[Any, ...]) -> list[Any]:
@@ -191,10 +191,3 @@ def _within_storage(t: Any, ptrs: list[Any], i: int, lo: int, hi: int, size: int
     return bounce
 
 
-def _explain(msg: str) -> str:
-    """Halide's message, with checked indirect indices (``hl.require(..., index, -1, size)``, overrides.py) in words
-    (integer division by zero is the check pipeline's: meta.DEVICE_CHECK_MESSAGES)."""
-    words = msg.split()
-    if msg.startswith("Requirement Failed") and len(words) >= 3 and words[-2] == "-1":
-        return f"index out of bounds: index {words[-3]} is not in [0, {words[-1]}) ({msg})"
-    return msg
