@@ -305,15 +305,16 @@ def abs_value(x: object) -> hl.Expr:
     """torch's ``abs``: of the operand's type. Halide's ``abs`` of a signed integer is unsigned, so a later
     ``hl.cast(tmp.type(), -1)`` (a clamp's bound) became 2**32 - 1: ``x.abs().clamp(-1, 1)`` of int32 gave 1 for 0
     (found by ``graph_fuzz``). ``abs(INT_MIN)`` wraps to INT_MIN, as in torch: a wrapping negation, not a cast of
-    Halide's unsigned ``abs`` (the simplifier takes that cast as nonnegative and dropped the clamp's lower bound)."""
+    Halide's unsigned ``abs`` (the simplifier takes that cast as nonnegative and dropped the clamp's lower bound).
+    INT_MIN is its own select arm, so no negation overflows: LLVM may turn a negation under ``x < 0`` into its
+    ``abs`` with INT_MIN poison and then take the result as nonnegative. On CUDA (H100, 2026-12-07) the signed
+    form gave abs(-32768) = +32768 in int16, and the negation in the unsigned type gave clamp(abs(INT_MIN), -1, 1)
+    = 1 for int16/32/64 (torch: -1)."""
     x = _expr(x)
-    if not x.type().is_int():
+    t = x.type()
+    if not t.is_int():
         return hl.abs(x)
-    # the negation in the unsigned type of x's width (wraps at every width, as no signed form is defined to): on
-    # CUDA the signed form gave abs(-32768) = +32768 in int16 and clamp(abs(INT_MIN), -1, 1) = 0 (H100, 2026-12-07)
-    u = hl.UInt(x.type().bits())
-    bits = hl.reinterpret(u, x)
-    return hl.reinterpret(x.type(), hl.select(x < hl.cast(x.type(), 0), hl.cast(u, 0) - bits, bits))
+    return hl.select(x == t.min(), x, hl.select(x < hl.cast(t, 0), hl.cast(t, 0) - x, x))
 
 
 def float_to_int(x: object, t: hl.Type) -> hl.Expr:

@@ -760,3 +760,35 @@ def test_costly_scalars_include_the_math_helpers() -> None:
             "tmp3": (["()"], "hx.exp2(tmp2[()])"), "tmp4": (["()"], "hx.log10(tmp2[()])"),
             "tmp5": (["()"], "tmp2[()] + tmp3[()]")}
     assert costly_scalar_names(defs) == ["tmp1", "tmp3", "tmp4"]
+
+
+
+def test_no_vectors_in_local_memory():
+    """Halide 21 packs a work-group's local allocations at offsets aligned to their element type but keeps each
+    vector store's alignment from before: a 2-lane float32 row staged after a 1-element partial was stored 4 bytes
+    off its 8 (CUDA misaligned address, test_row_reductions_backward[cuda-130-bf16] on the H100, compute-sanitizer:
+    ``Invalid __shared__ write of size 8``). A stage stored per work-group unrolls its lanes; a variant that
+    vectorized it before placing it there is refused (``Recorder``)."""
+    import halide as hl
+
+    from halide_xpu.schedule.common import GUARD, NotApplicable, Recorder
+
+    x, y, v, lanes = hl.Var("x"), hl.Var("y"), hl.Var("v"), hl.Var("lanes")
+    for order in ("placed first", "vectorized first"):
+        g, f = hl.Func("g"), hl.Func("f")
+        g[x, y] = x + y
+        f[x, y] = g[x, y] * 2
+        rec = Recorder()
+        rec(f, "f", "gpu_blocks", y)
+        if order == "placed first":
+            rec(g, "g", "compute_at", f, y)
+        rec(g, "g", "split", x, v, lanes, 2, GUARD)
+        rec(g, "g", "vectorize", lanes)
+        rec(f, "f", "vectorize", x, 4)  # an output's vectors stay
+        if order == "placed first":
+            assert "g.unroll(lanes)" in rec.lines and "f.vectorize(x, 4)" in rec.lines, rec.lines
+            rec.check_local_vectors()
+        else:
+            rec(g, "g", "compute_at", f, y)
+            with pytest.raises(NotApplicable, match="g stores vectors in local memory"):
+                rec.check_local_vectors()

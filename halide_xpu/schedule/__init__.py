@@ -260,4 +260,5 @@ def apply(variant: Variant, meta: KernelMeta, funcs: dict[str, Any], caps: Devic
         _check_updates(rec, plan)
     if caps.gpu:
         separate_local_widths(rec)
+        rec.check_local_vectors()
     return rec.lines

@@ -94,7 +94,11 @@ def reads(source: str, name: str) -> set[str]:
 
 class Recorder:
     """Applies schedule directives and keeps them as readable Python lines. With ``unroll_lanes`` every
-    ``vectorize`` becomes ``unroll`` (lanes as unrolled scalar work, see ``Plan.unroll_lanes``)."""
+    ``vectorize`` becomes ``unroll`` (lanes as unrolled scalar work, see ``Plan.unroll_lanes``); so does the
+    ``vectorize`` of a stage stored per work-group (computed at a GPU block Var): Halide 21 packs a work-group's
+    allocations into one local-memory buffer at offsets aligned to the element type only, yet keeps each vector
+    store's alignment from before the packing. A 2-lane float32 store landed 4 bytes off its 8 (CUDA misaligned
+    address, ``test_row_reductions_backward[cuda-130-bf16]``: a float32 row after a 1-element partial; H100)."""
 
     def __init__(self, unroll_lanes: bool = False) -> None:
         self.lines: list[str] = []
@@ -104,9 +108,10 @@ class Recorder:
         self.unroll_lanes = unroll_lanes
         self.labels: set[str] = set()  # every stage label given a directive ("f", "f.update(0)", ...)
         self.hoisted: dict[str, Any] = {}  # broadcast name -> the output computing it per work-item (pointwise)
+        self._at_by_label: dict[str, str] = {}  # label of a Func given compute_at -> the name of the Var it is at
 
     def __call__(self, stage: Any, label: str, method: str, *args: Any) -> Any:
-        if method == "vectorize" and self.unroll_lanes:
+        if method == "vectorize" and (self.unroll_lanes or self.stored_per_work_group(label)):
             method = "unroll"
         result = getattr(stage, method)(*args)
         self.labels.add(label)
@@ -114,6 +119,7 @@ class Recorder:
             self.history.setdefault(stage.name(), []).append((method, args))
             if method == "compute_at":
                 self.computed_at[stage.name()] = (stage, args[1].name() if isinstance(args[1], (hl.Var, hl.RVar)) else "")
+                self._at_by_label[label] = self.computed_at[stage.name()][1]
         if method == "gpu_blocks":
             self.block_vars.update(a.name() for a in args if isinstance(a, (hl.Var, hl.RVar)))
         elif method == "gpu_tile" and len(args) >= 3:
@@ -124,6 +130,22 @@ class Recorder:
 
     def note(self, text: str) -> None:
         self.lines.append(f"# {text}")
+
+    def stored_per_work_group(self, label: str) -> bool:
+        """Whether the Func of stage ``label`` (``f`` or ``f.update(0)``) is computed at a GPU block Var."""
+        return self._at_by_label.get(label.split(".")[0]) in self.block_vars
+
+    def check_local_vectors(self) -> None:
+        """Refuse the variant where a stage vectorized before its Func was stored per work-group (or before its
+        block Var was given to ``gpu_blocks``) kept its vectors in local memory (see the class)."""
+        for line in self.lines:
+            label = line.split(".vectorize(")[0] if ".vectorize(" in line else None
+            if label is not None and self.stored_per_work_group(label) and not self._in_registers(label):
+                raise NotApplicable(f"{label} stores vectors in local memory (misaligned: see Recorder)")
+
+    def _in_registers(self, label: str) -> bool:
+        name = label.split(".")[0]
+        return any(line.startswith(f"{name}.store_in(") and "Register" in line for line in self.lines)
 
 
 class NotApplicable(RuntimeError):
