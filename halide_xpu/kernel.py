@@ -245,12 +245,32 @@ class HalideXpuKernel(DeviceChecks, ReductionLowering, HalideKernel):
                 raise Unsupported(f"a store index sympy cannot size: {index}") from None
             return self._flat_view(var, sympy.expand(self.rename_indexing(index)))
         self._refuse_symbolic_negative_strides(dims)
+        if not is_store and self._dips_below_its_offset(var, dims):
+            return self._flat_view(var, sympy.expand(self.buffer_offsets[var] + sum(d.expr * d.stride for d in dims)))
         if is_store or not getattr(self, "_masked_load", False) or len(dims) < 2 or any(d.expr is None for d in dims):
             return var, dims
         if all(self._lowest(d.expr) >= 0 for d in dims):
             return var, dims
         flat = sympy.expand(self.buffer_offsets[var] + sum(d.expr * d.stride for d in dims))
         return self._flat_view(var, flat, keep=dims)
+
+    def _dips_below_its_offset(self, var: str, dims: list) -> bool:
+        """Whether a load's dimensions may index below 0 from a symbolic pointer offset that upstream could not
+        fold into them (not known >= the stride): under dynamic shapes a flip of every other element read
+        ``in_ptr0[0, -h0]`` from ``ks1 - 2 + 2*n`` with its dimension declared ``[0, n)`` (Halide's bounds error,
+        graph_fuzz seed 8685). Such loads read a 1-D view at the whole flat index (``_flat_view``)."""
+        offset = sympy.sympify(self.buffer_offsets.get(var, 0))
+        if offset.is_number or any(d.expr is None for d in dims):
+            return False
+        with sizes.kernel_sizes_resolved(self.args.sizevars):
+            for d in dims:
+                try:
+                    low = bound_sympy(d.expr, self._ranges(d.expr)).lower
+                except (RuntimeError, AssertionError, TypeError):
+                    return True
+                if not V.graph.sizevars.statically_known_geq(low, 0):
+                    return True
+        return False
 
     def _flat_view(self, var: str, flat: Any, keep: Optional[list] = None) -> tuple[str, list]:
         """A 1-D view of the whole buffer behind ``var`` read at ``flat`` (``keep``: the dimensions to use where

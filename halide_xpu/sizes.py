@@ -42,12 +42,24 @@ def kernel_sizes_resolved(kernel_sizes: dict[Any, str]) -> Iterator[None]:
     saved = {n: getattr(sizevars, n) for n in names}
     for n in names[:3]:
         setattr(sizevars, n, lambda a, b, _f=saved[n]: _f(real(a), real(b)))
-    sizevars.evaluate_max = lambda a, b: a if saved["evaluate_max"](real(a), real(b)) == real(a) else b
+    def evaluate_max(a: Any, b: Any) -> Any:
+        if _unguardable(real(a)) or _unguardable(real(b)):  # a guard Dynamo could not evaluate: no guard
+            return sympy.Max(a, b)
+        return a if saved["evaluate_max"](real(a), real(b)) == real(a) else b
+
+    sizevars.evaluate_max = evaluate_max
     try:
         yield
     finally:
         for n in names:
             vars(sizevars).pop(n, None)
+
+
+def _unguardable(e: Any) -> bool:
+    """Whether ``e`` holds a function Dynamo's guard code cannot evaluate (``Where``: a roll's index under dynamic
+    shapes). Upstream's ``evaluate_max`` of such extents added a guard that failed on its own frame ("name 'Where'
+    is not defined", graph_fuzz seed 8616); the extent becomes a symbolic ``Max`` instead."""
+    return isinstance(e, sympy.Basic) and any(type(f).__name__ == "Where" for f in e.atoms(sympy.Function))
 
 
 def modular_upper_bound(expr: Any, extents: dict[Any, Any]) -> Any:

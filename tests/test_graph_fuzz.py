@@ -80,6 +80,19 @@ def test_a_case_that_kills_its_worker_costs_that_case_only() -> None:
 C = graph_fuzz.Case
 # graph_fuzz's dynamic-shape finds, as the generator drew them (explicit: seeds draw other programs as it grows)
 DYNAMIC_FINDS = {
+    # a flip of every other element (int8): upstream kept the symbolic offset ``ks1 - 2 + 2*n`` as the pointer's and
+    # read ``in_ptr0[0, -h0]`` with the dimension declared [0, n): Halide's bounds error at -127 (seed 8685; now a
+    # 1-D view at the whole flat index, ``HalideXpuKernel._dips_below_its_offset``)
+    # a roll of an expand under dynamic shapes: upstream's evaluate_max of two extents holding ``Where`` added a
+    # guard Dynamo could not evaluate ("name 'Where' is not defined": the compile raised; seed 8616, sizes.py)
+    "roll_extent_guard": C(8616, (((17, 7, 130), "int64"),), ((2, (130,)),),
+                           (("floordiv1", (0, 0), ()), ("index_add", (0,), (2, 0, 2)), ("sign", (2,), ()),
+                            ("shl3", (2,), ()), ("expand", (3,), (1, 7)), ("roll", (4,), (-2, 2)), ("mul_big", (6,), ()),
+                            ("neg", (7,), ()), ("add", (7, 3), ())), (7, 9), False, True),
+    "flip_of_strided_slice": C(8685, (((257,), "int8"), ((257,), "int8")), (),
+                               (("slice2", (0,), (0, 1)), ("min", (0, 0), ()), ("flip", (2,), ((0,),)),
+                                ("cast", (2,), ("bfloat16",)), ("abs", (4,), ()), ("max", (1, 0), ()),
+                                ("amax", (0,), (0, False)), ("sum", (6,), (0, False))), (6, 9), False, True),
     # a flip's offset ks0 - 1 neither folded nor applied: read at -129
     "flip_index_select": C(1020, (((130,), "bfloat16"), ((130,), "float32")), ((130, (130,)),),
                            (("flip", (0,), ((0,),)), ("index_select", (2,), (0, 0)), ("relu", (0,), ()),
