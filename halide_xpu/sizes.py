@@ -42,6 +42,7 @@ def kernel_sizes_resolved(kernel_sizes: dict[Any, str]) -> Iterator[None]:
     saved = {n: getattr(sizevars, n) for n in names}
     for n in names[:3]:
         setattr(sizevars, n, lambda a, b, _f=saved[n]: _f(real(a), real(b)))
+
     def evaluate_max(a: Any, b: Any) -> Any:
         if _unguardable(real(a)) or _unguardable(real(b)):  # a guard Dynamo could not evaluate: no guard
             return sympy.Max(a, b)

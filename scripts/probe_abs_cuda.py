@@ -23,7 +23,8 @@ def unsigned_negation(x):  # halide_helpers.abs_value until 2026-12-07 (clamp ga
     return hl.reinterpret(x.type(), hl.select(x < hl.cast(x.type(), 0), hl.cast(u, 0) - bits, bits))
 
 
-FORMS = {"abs_value": hx.abs_value, "unsigned_negation": unsigned_negation, "xor_shift": xor_shift, "cast_abs": lambda x: hl.cast(x.type(), hl.abs(x))}
+FORMS = {"abs_value": hx.abs_value, "unsigned_negation": unsigned_negation, "xor_shift": xor_shift,
+         "cast_abs": lambda x: hl.cast(x.type(), hl.abs(x))}
 target = hl.get_host_target().with_feature(hl.TargetFeature.CUDA).with_feature(hl.TargetFeature.CUDACapability80)
 out_dir = sys.argv[1] if len(sys.argv) > 1 else "/tmp"
 for bits in (8, 16, 32, 64):
@@ -35,7 +36,8 @@ for bits in (8, 16, 32, 64):
             inp = hl.ImageParam(t, 1, "inp")
             x = hl.Var("x")
             a = form(inp[x])
-            e = {"none": a, "max": hl.max(a, hl.cast(t, -1)), "clamp": hl.min(hl.max(a, hl.cast(t, -1)), hl.cast(t, 1))}[post]
+            low = hl.max(a, hl.cast(t, -1))
+            e = {"none": a, "max": low, "clamp": hl.min(low, hl.cast(t, 1))}[post]
             f = hl.Func("f")
             f[x] = e
             xo, xi = hl.Var("xo"), hl.Var("xi")
@@ -48,4 +50,5 @@ for bits in (8, 16, 32, 64):
             except Exception as e:  # noqa: BLE001
                 print(f"int{bits} {name:17s} {post:5s} ERROR {e}", flush=True)
             if name == "abs_value" and post == "clamp" and bits == 32:
-                f.compile_to_lowered_stmt(os.path.join(out_dir, "abs_clamp_int32.stmt"), [inp], hl.StmtOutputFormat.Text, target)
+                f.compile_to_lowered_stmt(os.path.join(out_dir, "abs_clamp_int32.stmt"), [inp],
+                                          hl.StmtOutputFormat.Text, target)

@@ -16,7 +16,7 @@ rs() {  # name, timeout, -k expression
     -k "$3" > "$R/$1.log" 2>&1; echo "exit $?" >> "$R/$1.log"
 }
 rs backward_scans 240 "cuda and (backward or scans)"
-rs columns "${PROBE_COLUMNS_S:-160}" "cuda and columns"
+rs columns "${PROBE_COLUMNS_S:-160}" "cuda and (column or forward)"
 wait
 grep -h "sticky CUDA error\|crashed while running\|^FAILED" "$R"/*.log | sort -u > "$R/crashed.txt"
 # the kernels (Halide source and schedule) of each worker's cache, to read the faulting one at home

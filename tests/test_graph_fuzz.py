@@ -87,8 +87,8 @@ DYNAMIC_FINDS = {
     # guard Dynamo could not evaluate ("name 'Where' is not defined": the compile raised; seed 8616, sizes.py)
     "roll_extent_guard": C(8616, (((17, 7, 130), "int64"),), ((2, (130,)),),
                            (("floordiv1", (0, 0), ()), ("index_add", (0,), (2, 0, 2)), ("sign", (2,), ()),
-                            ("shl3", (2,), ()), ("expand", (3,), (1, 7)), ("roll", (4,), (-2, 2)), ("mul_big", (6,), ()),
-                            ("neg", (7,), ()), ("add", (7, 3), ())), (7, 9), False, True),
+                            ("shl3", (2,), ()), ("expand", (3,), (1, 7)), ("roll", (4,), (-2, 2)),
+                            ("mul_big", (6,), ()), ("neg", (7,), ()), ("add", (7, 3), ())), (7, 9), False, True),
     "flip_of_strided_slice": C(8685, (((257,), "int8"), ((257,), "int8")), (),
                                (("slice2", (0,), (0, 1)), ("min", (0, 0), ()), ("flip", (2,), ((0,),)),
                                 ("cast", (2,), ("bfloat16",)), ("abs", (4,), ()), ("max", (1, 0), ()),
