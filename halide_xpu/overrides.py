@@ -149,18 +149,24 @@ class HalideXpuOverrides(HalideOverrides):
         """Indirect indices are clamped into the buffer (upstream); an index Inductor asks to check (``check=True``:
         embedding, gather) is also recorded as a check of the kernel's check pipeline (``device_check``), so an
         out-of-range one raises as eager and Inductor's C++ do; CUDA kernels assert on the device
-        (``hx.index_checked``)."""
+        (``hx.index_checked``). Inside a masked load (a pad of a gather) the index only has to be valid where the
+        mask holds: the check pipeline evaluates it at every point (a gathered garbage index under the pad raised,
+        graph_fuzz seed 8979)."""
         from torch._inductor.virtualized import V
 
         clamped = super().halide_clamp(value, size, check)
         end = V.kernel.kexpr(V.kernel.rename_indexing(size) - 1)
         end = f"hl.cast({value.name}.type(), {end})"
         V.kernel.indirect_indices = True  # see HalideXpuKernel.halide_target
+        ok, dims = f"({value} >= 0) & ({value} <= {end})", (*(getattr(value, "used_dims", None) or ()),)
+        mask = getattr(V.kernel, "_load_mask", None)
+        if mask is not None:
+            ok = f"hl.select({mask}, {ok}, hl.cast(hl.Bool(), 1))"
+            dims = (*dims, *(getattr(mask, "used_dims", None) or ()))
         if check and V.kernel.cuda_checks_enabled():
-            return f"hx.index_checked({clamped}, ({value} >= 0) & ({value} <= {end}))"
+            return f"hx.index_checked({clamped}, {ok})"
         if check and V.kernel.device_checks_enabled():
-            V.kernel.device_check(f"({value} >= 0) & ({value} <= {end})", getattr(value, "used_dims", None),
-                                  DEVICE_CHECK_INDEX)
+            V.kernel.device_check(ok, dims, DEVICE_CHECK_INDEX)
         return clamped
 
     @staticmethod

@@ -63,18 +63,29 @@ def mark_low_precision_comparisons(gm: Any, device: str) -> int:
     its lowering rounds those inputs to their dtype first, as eager compares the stored values. Fused kernels keep a
     16-bit value in fp32, and a value recomputed in the backward (amin's input, compared with the saved minimum)
     then equals no rounded one: every count of minima was 0 and the gradient 0/0 = NaN (graph_fuzz seed 7547).
-    Returns how many were marked."""
+    On the ``cpu`` device every op with a 16-bit float result is marked too, so each rounds its inputs and result as
+    eager does, which is what Inductor's own C++ kernels do there (``legalize_lowp_fp_dtype``): CPU decompositions
+    round statistics to the input's dtype (layer_norm's saved mean), and a recomputed fp32 value minus that rounded
+    mean was not 0 for a row of one element, a gradient of 1.25e6 for eager's 0 (graph_fuzz seed 8856). GPU
+    devices keep Triton's numerics (16-bit values stay fp32 inside a kernel). Returns how many were marked."""
     import torch
 
     aten = torch.ops.aten
     compares = {aten.eq, aten.ne, aten.lt, aten.le, aten.gt, aten.ge}
     low = (torch.float16, torch.bfloat16)
+
+    def low_on_device(v: Any) -> bool:
+        return isinstance(v, torch.Tensor) and v.dtype in low and v.device.type == device
+
     marked = 0
     for node in gm.graph.nodes:
-        if node.op != "call_function" or getattr(node.target, "overloadpacket", None) not in compares:
+        if node.op != "call_function":
             continue
-        vals = [a.meta.get("val") for a in node.all_input_nodes]
-        if any(isinstance(v, torch.Tensor) and v.dtype in low and v.device.type == device for v in vals):
+        if getattr(node.target, "overloadpacket", None) in compares:
+            mark = any(low_on_device(a.meta.get("val")) for a in node.all_input_nodes)
+        else:
+            mark = device == "cpu" and low_on_device(node.meta.get("val"))
+        if mark:
             node.meta["low_precision_pointwise_barrier"] = True
             marked += 1
     return marked

@@ -199,6 +199,35 @@ def test_accumulating_store_repeats_along_dims_nothing_reads(cpu_target: str) ->
     assert verdict.result == "pass", verdict.detail
 
 
+@pytest.mark.parametrize("cpu_target", ["host", "opencl", "sycl"])
+def test_low_precision_ops_round_on_the_cpu_device(cpu_target: str) -> None:
+    """Seed 8856: a bf16 layer_norm over rows of one element, backward. The CPU decomposition rounds the saved mean
+    to bf16; the backward recomputed its input in fp32 unrounded, and their difference (0 in eager) times rstd = 316
+    gave a gradient of 1.25e6 for eager's 0. On the cpu device every 16-bit op now rounds as eager and Inductor's
+    C++ do (``registration.mark_low_precision_comparisons``); seed 7938 (bf16 var of one element) passes with it."""
+    _ready(cpu_target)
+    case = C(8856, (((8, 127, 1), "bfloat16"),), (),
+             (("min", (0, 0), ()), ("add", (0, 0), ()), ("log_softmax", (0,), (1, False)), ("cast", (1,), ("bfloat16",)),
+              ("add", (3, 2), ()), ("layer_norm", (5,), (1, True)), ("erf", (6,), ())), (7,), True, False)
+    verdict = graph_fuzz.check(case, cpu_target)
+    assert verdict.result == "pass", verdict.detail
+
+
+@pytest.mark.parametrize("cpu_target", ["host", "opencl", "sycl"])
+def test_a_masked_gather_checks_its_index_under_the_mask_only(cpu_target: str) -> None:
+    """Seed 8979: a pad of a gather; the check pipeline checked the gathered index at every point, also where the
+    pad's mask is off and the index is garbage: a false "index out of bounds" (opencl, sycl, and the host since its
+    index checks moved to the check pipeline). The check is ``select(mask, ok, true)`` now (``halide_clamp``)."""
+    _ready(cpu_target)
+    case = C(8979, (((1, 130, 16, 2), "bfloat16"), ((1, 1, 16, 2), "float32"), ((1, 1, 16, 2), "bfloat16")),
+             ((2, (1, 1, 16, 1)), (2, (3,))),
+             (("mul", (2, 1), ()), ("softplus", (3,), ()), ("gather", (3,), (3, 0)), ("pad", (5,), (0, 5, -1.5)),
+              ("index_select", (2,), (3, 1)), ("cast", (6,), ("float16",)), ("amin", (7,), (3, True)),
+              ("max", (0, 5), ()), ("cumsum", (7,), (0, False))), (6, 9, 11), False, False)
+    verdict = graph_fuzz.check(case, cpu_target)
+    assert verdict.result == "pass", verdict.detail
+
+
 @pytest.mark.parametrize("cpu_target", ["opencl", "sycl"])
 def test_a_gathered_input_is_not_staged_in_tiles(cpu_target: str) -> None:
     """Seed 7765: an input read both along the output (a transpose-like tile) and at gathered rows
