@@ -230,9 +230,13 @@ def test_rows_and_scatter_in_one_kernel(target: str, dtype: torch.dtype, scatter
     tokens[0, :3] = 5  # a row scattered three times
     compiler._memory.clear()
     fn = (lambda *a: _ln_backward_scatter(*a)[1]) if scatter_only else _ln_backward_scatter  # Llama's: no dx
-    # bf16: eager rounds every intermediate (the row's mean, its variance), the kernel keeps them in fp32: against
-    # float64, both outputs rounded to bf16 once
-    tol = {"atol": 0.05, "rtol": 0.02, "reference": eager_in_float64(fn)} if dtype == torch.bfloat16 else {}
+    # bf16: eager rounds every intermediate (the row's mean, its variance); on the cpu device our kernels round as
+    # eager does (registration.mark_low_precision_comparisons), so eager is the reference; on GPU devices the kernel
+    # keeps them in fp32: against float64, both outputs rounded to bf16 once
+    # (the scatter adds ~20 rows per token, each add rounded to bf16, in an order eager's does not fix: up to two bf16
+    # ulps at magnitude 16 apart)
+    tol = {} if dtype != torch.bfloat16 else {"atol": 0.25, "rtol": 0.05} if target in ("host", "opencl", "sycl") \
+        else {"atol": 0.05, "rtol": 0.02, "reference": eager_in_float64(fn)}
     compile_and_check(fn, g, x, w, tokens, **tol)
     variants = {launcher.variant for launcher in compiler._memory.values()}
     if target != "host":
