@@ -14,6 +14,14 @@ from . import config
 from .meta import DEVICE_CHECK_INDEX
 
 
+def under_mask(ok: str, dims: Any, mask: Any) -> tuple[str, tuple]:
+    """A check ``ok`` over ``dims`` that holds only where the load ``mask`` (None: none) holds, and its dims: Halide
+    evaluates a masked load's index at every point, also where the mask is off."""
+    if mask is None:
+        return ok, (*(dims or ()),)
+    return f"hl.select({mask}, {ok}, hl.cast(hl.Bool(), 1))", (*(dims or ()), *(getattr(mask, "used_dims", None) or ()))
+
+
 class DeviceChecks:
     """Bounds checks of computed indices and the error word of device kernels; needs a ``HalideKernel``."""
 
@@ -39,15 +47,12 @@ class DeviceChecks:
         on CUDA, else as a device check over the index's (and mask's) dims only, not the value's."""
         checks, self._pending_checks = self._pending_checks, []
         for index, size, mask in checks:
-            mask_dims = (getattr(mask, "used_dims", None) or ()) if mask is not None else ()
-            ok = f"({index} >= 0) & ({index} < hl.cast({index.name}.type(), {size}))"
-            if mask is not None:
-                ok = f"hl.select({mask}, {ok}, hl.cast(hl.Bool(), 1))"
+            ok, check_dims = under_mask(f"({index} >= 0) & ({index} < hl.cast({index.name}.type(), {size}))",
+                                        index.used_dims, mask)
             if not self.cuda_checks_enabled():
-                self.device_check(ok, (*index.used_dims, *mask_dims), DEVICE_CHECK_INDEX)
+                self.device_check(ok, check_dims, DEVICE_CHECK_INDEX)
                 continue
-            dims = self.sort_used_dims(OrderedSet((*(getattr(value, "used_dims", None) or ()), *index.used_dims,
-                                                   *mask_dims)))
+            dims = self.sort_used_dims(OrderedSet((*(getattr(value, "used_dims", None) or ()), *check_dims)))
             result = self.newfunc(dims)  # a device-side assert where the check fails
             self.body.writeline(f"{result} = hx.index_checked({value}, {ok})")
             value = result

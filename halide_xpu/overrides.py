@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from torch._inductor.codegen.halide import HalideOverrides, Unsupported, halide_type
 
+from .kernel_checks import under_mask
 from .meta import DEVICE_CHECK_DIVISOR, DEVICE_CHECK_INDEX
 
 
@@ -158,11 +159,8 @@ class HalideXpuOverrides(HalideOverrides):
         end = V.kernel.kexpr(V.kernel.rename_indexing(size) - 1)
         end = f"hl.cast({value.name}.type(), {end})"
         V.kernel.indirect_indices = True  # see HalideXpuKernel.halide_target
-        ok, dims = f"({value} >= 0) & ({value} <= {end})", (*(getattr(value, "used_dims", None) or ()),)
-        mask = getattr(V.kernel, "_load_mask", None)
-        if mask is not None:
-            ok = f"hl.select({mask}, {ok}, hl.cast(hl.Bool(), 1))"
-            dims = (*dims, *(getattr(mask, "used_dims", None) or ()))
+        ok, dims = under_mask(f"({value} >= 0) & ({value} <= {end})", getattr(value, "used_dims", None),
+                              getattr(V.kernel, "_load_mask", None))
         if check and V.kernel.cuda_checks_enabled():
             return f"hx.index_checked({clamped}, {ok})"
         if check and V.kernel.device_checks_enabled():
